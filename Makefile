@@ -1,0 +1,40 @@
+# Two commands for a newcomer: `make demo` and `make test`. Everything else is installed by `make setup`.
+PYTHON ?= python3.11
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: setup demo test test-fast lint typecheck bench clean
+
+setup: $(STAMP)
+	$(BIN)/deltaflow setup
+
+$(STAMP): pyproject.toml
+	@command -v $(PYTHON) >/dev/null || { echo "setup: $(PYTHON) not found"; exit 1; }
+	@command -v java >/dev/null || { echo "setup: java (JDK 17+) not found"; exit 1; }
+	@command -v mvn >/dev/null || { echo "setup: mvn (Maven) not found"; exit 1; }
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[dev]'
+	touch $(STAMP)
+
+demo: setup
+	$(BIN)/deltaflow demo $(ARGS)
+
+test: setup
+	$(BIN)/ruff check src tests benchmarks examples
+	$(BIN)/mypy
+	$(BIN)/pytest $(PYTEST_ARGS)
+
+test-fast: setup
+	$(BIN)/pytest tests/unit $(PYTEST_ARGS)
+
+lint: setup
+	$(BIN)/ruff check src tests benchmarks examples
+	$(BIN)/mypy
+
+bench: setup
+	$(BIN)/python benchmarks/bronze_ingest.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache deltaflow_demo

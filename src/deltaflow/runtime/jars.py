@@ -1,0 +1,124 @@
+"""JVM artifacts: resolved once from Maven Central into a local cache, found there at run time.
+
+Two groups, each described by a Maven POM shipped in ``runtime/jvm/``:
+
+* ``spark``: Delta Lake and the Spark Kafka connector, loaded into the Spark driver;
+* ``kafka-broker``: the Apache Kafka broker that ``deltaflow kafka start`` runs on loopback.
+
+``deltaflow setup`` (run by ``make setup``) calls :func:`resolve_jars`; nothing is downloaded at run time.
+The cache lives in ``$DELTAFLOW_HOME/jars`` (default ``~/.cache/deltaflow/jars``).
+
+Example:
+    >>> from deltaflow.runtime.jars import jar_dir
+    >>> jar_dir("spark").name
+    'spark'
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Callable
+from importlib import resources
+from pathlib import Path
+
+from deltaflow.errors import SetupError
+
+GROUPS = ("spark", "kafka-broker")
+_POMS = {"spark": "spark-jars.pom.xml", "kafka-broker": "kafka-broker.pom.xml"}
+_STAMP = ".resolved"
+_VERSION_SUFFIX = re.compile(r"-\d[\w.\-]*\.jar$")
+
+
+def home() -> Path:
+    """Root of deltaflow's machine-wide cache and state (``$DELTAFLOW_HOME`` or ``~/.cache/deltaflow``)."""
+    return Path(os.environ.get("DELTAFLOW_HOME") or Path.home() / ".cache" / "deltaflow")
+
+
+def jar_dir(group: str) -> Path:
+    """Folder that holds the resolved jars of ``group``."""
+    return home() / "jars" / group
+
+
+def _pom_text(group: str) -> str:
+    return (resources.files("deltaflow.runtime") / "jvm" / _POMS[group]).read_text()
+
+
+def _stamp_for(group: str) -> str:
+    return hashlib.sha256(_pom_text(group).encode()).hexdigest()
+
+
+def is_resolved(group: str) -> bool:
+    """True when the cache holds the jars of the POM this package ships."""
+    stamp = jar_dir(group) / _STAMP
+    return stamp.is_file() and stamp.read_text().strip() == _stamp_for(group)
+
+
+def _artifact(jar: str) -> str:
+    return _VERSION_SUFFIX.sub("", jar)
+
+
+def _pyspark_artifacts() -> set[str]:
+    import pyspark
+
+    return {_artifact(p.name) for p in (Path(pyspark.__file__).parent / "jars").glob("*.jar")}
+
+
+def resolve_jars(force: bool = False, log: Callable[[str], None] = print) -> None:
+    """Resolve every JVM group into the cache with Maven; a group already resolved is skipped.
+
+    Jars that pyspark already ships (Scala, Hadoop, Jackson, Parquet...) are left out of the ``spark``
+    group so that the driver has one copy of each class.
+
+    Raises:
+        SetupError: Maven is missing or cannot resolve an artifact.
+    """
+    mvn = shutil.which("mvn")
+    for group in GROUPS:
+        if is_resolved(group) and not force:
+            log(f"jars: {group} already resolved in {jar_dir(group)}")
+            continue
+        if mvn is None:
+            raise SetupError("Maven ('mvn') is not on PATH", hint="install Maven, then run 'make setup'")
+        log(f"jars: resolving {group} from Maven Central...")
+        with tempfile.TemporaryDirectory(prefix="deltaflow-jars-") as tmp:
+            pom = Path(tmp) / "pom.xml"
+            pom.write_text(_pom_text(group))
+            out = Path(tmp) / "jars"
+            proc = subprocess.run(
+                [mvn, "-q", "-B", "-f", str(pom), "dependency:copy-dependencies",
+                 "-DincludeScope=runtime", f"-DoutputDirectory={out}"],
+                capture_output=True, text=True, check=False,
+            )
+            if proc.returncode != 0:
+                errors = [ln for ln in proc.stdout.splitlines() if "ERROR" in ln][:1]
+                raise SetupError(f"Maven could not resolve the {group} jars: {' '.join(errors)[:400]}")
+            if group == "spark":
+                provided = _pyspark_artifacts()
+                for jar in out.glob("*.jar"):
+                    if _artifact(jar.name) in provided:
+                        jar.unlink()
+            (out / _STAMP).write_text(_stamp_for(group))
+            target = jar_dir(group)
+            shutil.rmtree(target, ignore_errors=True)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.move(str(out), target)
+        log(f"jars: {group} -> {target} ({len(list(target.glob('*.jar')))} jars)")
+
+
+def jars(group: str) -> list[Path]:
+    """The cached jars of ``group``, sorted.
+
+    Raises:
+        SetupError: The group was never resolved (``make setup`` not run) or is out of date.
+    """
+    if not is_resolved(group):
+        raise SetupError(
+            f"the {group} jars are missing or out of date in {jar_dir(group)}",
+            hint="run 'make setup' or 'deltaflow setup'",
+        )
+    return sorted(jar_dir(group).glob("*.jar"))
