@@ -1,0 +1,41 @@
+"""deltaflow: declarative streaming lakehouse pipelines on PySpark + Delta Lake, exactly once.
+
+Definition files use it as ``import deltaflow as dp``::
+
+    import deltaflow as dp
+
+    @dp.table(comment="Raw clickstream, as received")
+    def bronze_clicks():
+        return dp.read_kafka("clicks")
+"""
+
+from deltaflow.api import table
+from deltaflow.errors import (
+    ConfigError,
+    DeltaflowError,
+    FlowError,
+    GraphError,
+    KafkaBrokerError,
+    SetupError,
+    SinkError,
+    SourceError,
+)
+from deltaflow.sources.files import read_files
+from deltaflow.sources.kafka import read_kafka
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "ConfigError",
+    "DeltaflowError",
+    "FlowError",
+    "GraphError",
+    "KafkaBrokerError",
+    "SetupError",
+    "SinkError",
+    "SourceError",
+    "__version__",
+    "read_files",
+    "read_kafka",
+    "table",
+]

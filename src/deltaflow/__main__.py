@@ -1,0 +1,5 @@
+"""``python -m deltaflow`` is the ``deltaflow`` command."""
+
+from deltaflow.cli import main
+
+main()

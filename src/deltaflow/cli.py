@@ -1,0 +1,168 @@
+"""The ``deltaflow`` command: one function per verb.
+
+    deltaflow setup                    resolve the JVM jars (Delta, Kafka connector, Kafka broker) once
+    deltaflow run [--available-now | --continuous | --once] [--spec PATH]
+    deltaflow demo [--seconds 60] [--rate 1000]
+    deltaflow kafka start|stop|status [--port 19092]
+
+Errors print one line (``error: DF-CONFIG deltaflow.yml: unknown key 'kafak' ...``) and exit 1.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from types import FrameType
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from deltaflow.errors import ConfigError, DeltaflowError
+
+app = typer.Typer(
+    help="Declarative streaming pipelines on PySpark + Delta Lake, exactly once.",
+    no_args_is_help=True, pretty_exceptions_enable=False, add_completion=False,
+)
+kafka_app = typer.Typer(help="Run an embedded Apache Kafka broker on loopback (development, tests, demo).",
+                        no_args_is_help=True)
+app.add_typer(kafka_app, name="kafka")
+out = Console(highlight=False)
+err = Console(stderr=True, highlight=False)
+
+SpecOption = Annotated[Path | None, typer.Option("--spec", help="deltaflow.yml, or a folder holding one "
+                                                 "(default: the nearest one from the current folder up).")]
+PortOption = Annotated[int, typer.Option("--port", help="Broker port on 127.0.0.1.")]
+StateOption = Annotated[Path | None, typer.Option("--state-dir", help="Broker data and logs "
+                                                  "(default: $DELTAFLOW_HOME/kafka).")]
+
+
+@contextmanager
+def stop_on_signals() -> Iterator[threading.Event]:
+    """An event set by the first Ctrl-C or SIGTERM; a second one interrupts at once."""
+    stop = threading.Event()
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        if stop.is_set():
+            raise KeyboardInterrupt
+        err.print(f"\n{signal.Signals(signum).name}: stopping after the current batch "
+                  "(again to stop now)...", markup=False)
+        stop.set()
+
+    previous = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield stop
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h)
+
+
+@app.command()
+def setup(force: Annotated[bool, typer.Option(help="Resolve again even if cached.")] = False) -> None:
+    """Resolve the JVM jars from Maven Central into the local cache (nothing is downloaded at run time)."""
+    from deltaflow.runtime.jars import resolve_jars
+
+    resolve_jars(force=force, log=lambda line: err.print(line, markup=False))
+
+
+@app.command()
+def run(
+    spec: SpecOption = None,
+    available_now: Annotated[bool, typer.Option("--available-now", help="Process everything available, "
+                                                "then exit.")] = False,
+    continuous: Annotated[bool, typer.Option("--continuous", help="Run until stopped (Ctrl-C / SIGTERM), "
+                                             "a batch every trigger interval.")] = False,
+    once: Annotated[bool, typer.Option("--once", help="Run one batch per flow, then exit.")] = False,
+    interval: Annotated[str | None, typer.Option(help="Trigger interval for --continuous, e.g. "
+                                                 "'10 seconds' (default: the spec's).")] = None,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No per-batch lines.")] = False,
+) -> None:
+    """Run the pipeline's flows (default trigger: the spec's, else --available-now)."""
+    from deltaflow.loader import load_graph
+    from deltaflow.progress import ProgressPrinter
+    from deltaflow.runtime.runner import PipelineRun
+    from deltaflow.runtime.session import build_session
+    from deltaflow.runtime.triggers import Trigger
+    from deltaflow.spec import TriggerMode, load_spec
+
+    modes: list[TriggerMode] = [m for m, on in (("available_now", available_now), ("continuous", continuous),
+                                                ("once", once)) if on]
+    if len(modes) > 1:
+        raise ConfigError("choose one of --available-now, --continuous, --once")
+    pipeline = load_spec(spec)
+    trigger = Trigger(modes[0] if modes else pipeline.trigger.mode, interval or pipeline.trigger.interval)
+    graph = load_graph(pipeline)
+    err.print(f"deltaflow: pipeline '{pipeline.name}', {len(graph.flows)} flow(s), {trigger.describe()}, "
+              f"storage {pipeline.storage_path}", markup=False)
+    with stop_on_signals() as stop:
+        spark = build_session(pipeline)
+        printer = ProgressPrinter(console=err, quiet=quiet)
+        outcomes = PipelineRun(pipeline, graph, spark, trigger, on_batch=printer).run(stop)
+    for outcome in outcomes:
+        totals = printer.totals.get(outcome.flow)
+        rows = totals.rows if totals else 0
+        err.print(f"{outcome.flow}: {outcome.state}, {rows:,} rows this run", markup=False)
+
+
+@app.command()
+def demo(
+    seconds: Annotated[int, typer.Option(help="How long to run (Ctrl-C stops earlier).")] = 60,
+    rate: Annotated[int, typer.Option(help="Generated events per second.")] = 1000,
+    storage: Annotated[Path, typer.Option(help="Where the demo's tables and checkpoints go.")] = Path(
+        "deltaflow_demo"),
+    port: PortOption = 19092,
+) -> None:
+    """Start a local Kafka broker and an event generator, and run the clickstream pipeline live."""
+    from deltaflow.demo import run_demo
+
+    with stop_on_signals() as stop:
+        run_demo(seconds=seconds, rate=rate, storage=storage, port=port, stop=stop, console=err)
+
+
+@kafka_app.command("start")
+def kafka_start(port: PortOption = 19092, state_dir: StateOption = None) -> None:
+    """Start the broker (KRaft, single node, 127.0.0.1); returns once a topic can be created."""
+    from deltaflow.kafka.broker import EmbeddedKafka
+
+    broker = EmbeddedKafka(state_dir=state_dir, port=port)
+    bootstrap = broker.start()
+    out.print(f"kafka: running at {bootstrap} (data and logs in {broker.status().state_dir})", markup=False)
+
+
+@kafka_app.command("stop")
+def kafka_stop(port: PortOption = 19092, state_dir: StateOption = None) -> None:
+    """Stop the broker cleanly."""
+    from deltaflow.kafka.broker import EmbeddedKafka
+
+    was_running = EmbeddedKafka(state_dir=state_dir, port=port).stop()
+    out.print("kafka: stopped" if was_running else "kafka: was not running", markup=False)
+
+
+@kafka_app.command("status")
+def kafka_status(port: PortOption = 19092, state_dir: StateOption = None) -> None:
+    """Say whether the broker runs, where, and where its log is; exit 1 when it is not running."""
+    from deltaflow.kafka.broker import EmbeddedKafka
+
+    status = EmbeddedKafka(state_dir=state_dir, port=port).status()
+    if status.running:
+        out.print(f"kafka: running at {status.bootstrap} (pid {status.pid}, log {status.log_file})",
+                  markup=False)
+    else:
+        out.print(f"kafka: not running (state in {status.state_dir})", markup=False)
+        raise typer.Exit(1)
+
+
+def main() -> None:
+    """Entry point of the ``deltaflow`` console script."""
+    try:
+        app()
+    except DeltaflowError as exc:
+        err.print(f"error: {exc}", markup=False, soft_wrap=True)
+        sys.exit(1)
+    except KeyboardInterrupt:
+        err.print("interrupted", markup=False)
+        sys.exit(130)

@@ -1,0 +1,75 @@
+"""The pipeline a definition runs in: its SparkSession, spec and storage layout.
+
+Definitions only register at import time; their functions are called later by the runner, inside
+:func:`activate`, so that ``dp.read_kafka`` and friends know where they are.
+
+Example:
+    >>> from deltaflow.context import current
+    >>> current()  # doctest: +SKIP
+    PipelineContext(spark=<SparkSession>, spec=Spec(name='clickstream', ...))
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from deltaflow.errors import GraphError
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from deltaflow.spec import Spec
+
+
+@dataclass(frozen=True)
+class PipelineContext:
+    """What a running definition may use."""
+
+    spark: SparkSession
+    spec: Spec
+
+    def table_path(self, dataset: str) -> str:
+        """Where the Delta table of ``dataset`` lives."""
+        return f"{self.spec.storage_path}/tables/{dataset}"
+
+
+_CURRENT: ContextVar[PipelineContext | None] = ContextVar("deltaflow_pipeline", default=None)
+
+
+def current() -> PipelineContext:
+    """The active pipeline.
+
+    Raises:
+        GraphError: Called outside a running pipeline (e.g. at import time of a definition file).
+    """
+    ctx = _CURRENT.get()
+    if ctx is None:
+        raise GraphError(
+            "no active pipeline: sources can only be read inside a dataset function run by deltaflow",
+            hint="call dp.read_kafka/read_files inside a @dp.table function, not at module level",
+        )
+    return ctx
+
+
+@contextmanager
+def activate(ctx: PipelineContext) -> Iterator[PipelineContext]:
+    """Make ``ctx`` the active pipeline for the duration of the block."""
+    token = _CURRENT.set(ctx)
+    try:
+        yield ctx
+    finally:
+        _CURRENT.reset(token)
+
+
+class SparkProxy:
+    """``spark`` as definition files see it: the active pipeline's SparkSession, looked up on use."""
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(current().spark, name)
+
+    def __repr__(self) -> str:
+        return "<deltaflow spark: the active pipeline's SparkSession>"

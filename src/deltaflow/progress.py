@@ -1,0 +1,64 @@
+"""What a running pipeline shows: one line per micro-batch, or one live line on a terminal.
+
+Example:
+    >>> line = format_batch(BatchProgress("bronze_clicks", 3, 2000, 1530.0, 4100.0, 490))
+    >>> line
+    'bronze_clicks  batch 3  +2,000 rows  in 1,530/s  processed 4,100/s  490 ms'
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from rich.console import Console
+
+from deltaflow.runtime.runner import BatchProgress
+
+
+def format_batch(batch: BatchProgress) -> str:
+    """One batch as a line of text."""
+    return (f"{batch.flow}  batch {batch.batch_id}  +{batch.input_rows:,} rows  "
+            f"in {batch.input_rows_per_second:,.0f}/s  processed {batch.processed_rows_per_second:,.0f}/s  "
+            f"{batch.duration_ms:,} ms")
+
+
+@dataclass
+class FlowTotals:
+    """Running totals of one flow, for the live line."""
+
+    batches: int = 0
+    rows: int = 0
+    last: BatchProgress | None = None
+
+
+@dataclass
+class ProgressPrinter:
+    """Prints batches as they commit: a line each, or (``live``) one status line updated in place."""
+
+    console: Console = field(default_factory=lambda: Console(stderr=True, highlight=False))
+    live: bool = False
+    quiet: bool = False
+    started: float = field(default_factory=time.monotonic)
+    totals: dict[str, FlowTotals] = field(default_factory=dict)
+
+    def __call__(self, batch: BatchProgress) -> None:
+        """Record ``batch`` and show it."""
+        totals = self.totals.setdefault(batch.flow, FlowTotals())
+        totals.batches += 1
+        totals.rows += batch.input_rows
+        totals.last = batch
+        if not self.quiet and not self.live:
+            self.console.print(format_batch(batch), markup=False)
+
+    def status_line(self, extra: str = "") -> str:
+        """All flows on one line: batch, rows so far and the latest rates."""
+        parts = []
+        for name, t in self.totals.items():
+            rates = (f"in {t.last.input_rows_per_second:,.0f}/s processed "
+                     f"{t.last.processed_rows_per_second:,.0f}/s") if t.last else ""
+            last_batch = t.last.batch_id if t.last else "-"
+            parts.append(f"{name}: batch {last_batch}, {t.rows:,} rows, {rates}")
+        elapsed = time.monotonic() - self.started
+        body = " | ".join(parts) or "waiting for the first batch"
+        return f"[{elapsed:5.0f}s] {body}{extra}"

@@ -1,0 +1,30 @@
+"""Where each flow keeps its checkpoint: ``<storage>/_checkpoints/<dataset>/<flow>/<generation>``.
+
+A user never writes a checkpoint location. Each flow has its own folder, so each restarts on its own;
+the generation (``0``, ``1``...) moves forward on a full refresh, which starts the flow from scratch.
+
+Example:
+    >>> checkpoint_path("/data", "bronze_clicks", "bronze_clicks", 0)
+    '/data/_checkpoints/bronze_clicks/bronze_clicks/0'
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def checkpoint_root(storage: str, dataset: str, flow: str) -> str:
+    """The folder holding every generation of one flow's checkpoint."""
+    return f"{storage}/_checkpoints/{dataset}/{flow}"
+
+
+def checkpoint_path(storage: str, dataset: str, flow: str, generation: int) -> str:
+    """The checkpoint location of one generation of a flow."""
+    return f"{checkpoint_root(storage, dataset, flow)}/{generation}"
+
+
+def current_generation(storage: str, dataset: str, flow: str) -> int:
+    """The newest generation on disk (0 for a flow that never ran). Local storage only for now."""
+    root = Path(checkpoint_root(storage, dataset, flow))
+    generations = [int(p.name) for p in root.glob("*") if p.is_dir() and p.name.isdigit()]
+    return max(generations, default=0)

@@ -1,0 +1,247 @@
+"""The pipeline spec, ``deltaflow.yml``: model, discovery, ``${ENV}`` substitution and strict validation.
+
+Example ``deltaflow.yml``::
+
+    name: clickstream
+    storage: ./data                     # tables, checkpoints and logs; relative to this file
+    libraries: [transformations/**/*.py]
+    configuration:
+      spark.sql.shuffle.partitions: "4" # any spark.* key goes to the SparkSession
+      source_topic: clicks              # anything else is a pipeline parameter (dp.parameter)
+    kafka:
+      bootstrap_servers: ${KAFKA_BOOTSTRAP:-127.0.0.1:19092}
+      options: {sasl.password: ${KAFKA_PASSWORD}}   # secret: never printed
+    trigger: {mode: continuous, interval: 5 seconds}
+
+Example:
+    >>> from pathlib import Path
+    >>> spec = load_spec(Path("examples/clickstream"))  # doctest: +SKIP
+    >>> spec.name
+    'clickstream'
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
+
+from deltaflow.errors import ConfigError
+
+SPEC_NAMES = ("deltaflow.yml", "deltaflow.yaml")
+_ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+_INTERVAL = re.compile(r"^\s*\d+(\.\d+)?\s*(ms|millisecond|second|minute|hour)s?\s*$", re.IGNORECASE)
+REDACTED = "***"
+
+TriggerMode = Literal["available_now", "continuous", "once"]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class KafkaSpec(_Strict):
+    """Where the Kafka brokers are and how to reach them.
+
+    ``options`` are Kafka client properties (``security.protocol``, ``sasl.mechanism``...) passed to every
+    Kafka source, prefixed with ``kafka.``.
+    """
+
+    bootstrap_servers: str = "127.0.0.1:19092"
+    options: dict[str, str] = Field(default_factory=dict)
+
+
+class TriggerSpec(_Strict):
+    """How often flows run: ``available_now`` (process what is there, exit), ``continuous`` or ``once``.
+
+    ``interval`` applies to ``continuous``: a processing-time interval such as ``"10 seconds"``;
+    ``"0 seconds"`` (the default) starts the next batch as soon as the previous one ends.
+    """
+
+    mode: TriggerMode = "available_now"
+    interval: str = "0 seconds"
+
+    @field_validator("interval")
+    @classmethod
+    def _interval_is_duration(cls, value: str) -> str:
+        if not _INTERVAL.match(value):
+            raise ValueError(f"'{value}' is not a duration like '10 seconds' or '500 ms'")
+        return value.strip()
+
+
+class Spec(_Strict):
+    """A validated ``deltaflow.yml``. Build it with :func:`load_spec`."""
+
+    name: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_\-]*$")
+    storage: str
+    libraries: list[str] = Field(default_factory=lambda: ["transformations/**/*.py"])
+    configuration: dict[str, str] = Field(default_factory=dict)
+    kafka: KafkaSpec = Field(default_factory=KafkaSpec)
+    trigger: TriggerSpec = Field(default_factory=TriggerSpec)
+
+    _path: Path | None = PrivateAttr(default=None)
+    _secrets: frozenset[str] = PrivateAttr(default=frozenset())
+
+    @field_validator("configuration", mode="before")
+    @classmethod
+    def _stringify(cls, value: Any) -> Any:
+        if isinstance(value, dict):
+            return {str(k): _scalar_text(v) for k, v in value.items()}
+        return value
+
+    @property
+    def path(self) -> Path | None:
+        """The file this spec was read from (None when built in code)."""
+        return self._path
+
+    @property
+    def root(self) -> Path:
+        """The folder relative paths in the spec are resolved against."""
+        return self._path.parent if self._path else Path.cwd()
+
+    @property
+    def storage_path(self) -> str:
+        """``storage`` as an absolute path, or the URI unchanged (``s3a://...``)."""
+        if "://" in self.storage:
+            return self.storage.rstrip("/")
+        return str((self.root / self.storage).resolve())
+
+    @property
+    def spark_conf(self) -> dict[str, str]:
+        """The ``spark.*`` entries of ``configuration``."""
+        return {k: v for k, v in self.configuration.items() if k.startswith("spark.")}
+
+    @property
+    def parameters(self) -> dict[str, str]:
+        """The entries of ``configuration`` that are not Spark settings."""
+        return {k: v for k, v in self.configuration.items() if not k.startswith("spark.")}
+
+    def is_secret(self, dotted: str) -> bool:
+        """True when the value at ``dotted`` (e.g. ``kafka.options.sasl.password``) came from ``${ENV}``."""
+        return dotted in self._secrets
+
+    def redacted(self) -> dict[str, Any]:
+        """The spec as a dict, safe to print: values that came from ``${ENV}`` are replaced by ``***``."""
+        return _redact(self.model_dump(), self._secrets, "")
+
+
+def _scalar_text(value: Any) -> Any:
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, int | float):
+        return str(value)
+    return value
+
+
+def _redact(node: Any, secrets: frozenset[str], prefix: str) -> Any:
+    if isinstance(node, dict):
+        return {k: _redact(v, secrets, f"{prefix}{k}.") for k, v in node.items()}
+    return REDACTED if prefix[:-1] in secrets else node
+
+
+def find_spec(given: Path | None = None, start: Path | None = None) -> Path:
+    """Locate the spec: ``given`` (a file or a folder holding one), else the nearest one upward.
+
+    Raises:
+        ConfigError: No spec file was found.
+    """
+    if given is not None:
+        if given.is_dir():
+            for name in SPEC_NAMES:
+                if (given / name).is_file():
+                    return given / name
+            raise ConfigError(f"no {SPEC_NAMES[0]} in folder {given}")
+        if not given.is_file():
+            raise ConfigError(f"spec file {given} does not exist")
+        return given
+    here = (start or Path.cwd()).resolve()
+    for folder in (here, *here.parents):
+        for name in SPEC_NAMES:
+            if (folder / name).is_file():
+                return folder / name
+    raise ConfigError(
+        f"no {SPEC_NAMES[0]} in {here} or any parent folder", hint="pass --spec PATH or cd into a pipeline"
+    )
+
+
+def substitute_env(node: Any, path: Path, env: dict[str, str], secrets: set[str], dotted: str = "") -> Any:
+    """Replace ``${VAR}`` / ``${VAR:-default}`` in every string of ``node``; record where it happened."""
+    if isinstance(node, dict):
+        return {k: substitute_env(v, path, env, secrets, f"{dotted}{k}.") for k, v in node.items()}
+    if isinstance(node, list):
+        return [substitute_env(v, path, env, secrets, f"{dotted}{i}.") for i, v in enumerate(node)]
+    if not isinstance(node, str) or "${" not in node:
+        return node
+
+    def repl(match: re.Match[str]) -> str:
+        var, default = match.group(1), match.group(2)
+        if var in env:
+            return env[var]
+        if default is not None:
+            return default
+        raise ConfigError(f"environment variable {var} is not set", location=f"{path}: {dotted[:-1]}")
+
+    secrets.add(dotted[:-1])
+    return _ENV_REF.sub(repl, node)
+
+
+def parse_spec(text: str, path: Path, env: dict[str, str] | None = None) -> Spec:
+    """Validate the YAML ``text`` of a spec read from ``path``.
+
+    Raises:
+        ConfigError: One line naming the file and the first field at fault.
+    """
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
+        problem = getattr(exc, "problem", None) or "invalid YAML"
+        raise ConfigError(f"invalid YAML: {problem}", location=where) from None
+    if not isinstance(raw, dict):
+        raise ConfigError("expected a mapping of keys (name, storage, libraries, ...)", location=str(path))
+    secrets: set[str] = set()
+    data = substitute_env(raw, path, dict(os.environ) if env is None else env, secrets)
+    try:
+        spec = Spec.model_validate(data)
+    except ValidationError as exc:
+        raise _config_error(exc, path) from None
+    spec._path = path.resolve()
+    spec._secrets = frozenset(secrets)
+    return spec
+
+
+def load_spec(given: Path | None = None) -> Spec:
+    """Find, read and validate the spec (see :func:`find_spec` for where it is looked for)."""
+    path = find_spec(given)
+    return parse_spec(path.read_text(), path)
+
+
+def _config_error(exc: ValidationError, path: Path) -> ConfigError:
+    err = exc.errors()[0]
+    loc = [str(p) for p in err["loc"]]
+    field = ".".join(loc)
+    if err["type"] == "extra_forbidden":
+        parent = _model_at(loc[:-1])
+        close = difflib.get_close_matches(loc[-1], list(parent.model_fields), n=1)
+        hint = f"did you mean '{close[0]}'?" if close else f"known keys: {', '.join(parent.model_fields)}"
+        where = f" in '{'.'.join(loc[:-1])}'" if loc[:-1] else ""
+        return ConfigError(f"unknown key '{loc[-1]}'{where}", location=str(path), hint=hint)
+    if err["type"] == "missing":
+        return ConfigError(f"missing required key '{field}'", location=str(path))
+    message = str(err["msg"]).removeprefix("Value error, ")
+    return ConfigError(f"{field}: {message}", location=str(path))
+
+
+def _model_at(loc: list[str]) -> type[BaseModel]:
+    model: type[BaseModel] = Spec
+    for part in loc:
+        annotation = model.model_fields[part].annotation
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            model = annotation
+    return model

@@ -1,0 +1,98 @@
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from deltaflow.errors import ConfigError
+from deltaflow.spec import find_spec, load_spec, parse_spec
+
+P = Path("pipe/deltaflow.yml")
+
+
+def error_of(text: str, env: dict[str, str] | None = None) -> str:
+    with pytest.raises(ConfigError) as info:
+        parse_spec(text, P, env=env or {})
+    message = str(info.value)
+    assert "\n" not in message
+    return message
+
+
+def test_minimal_spec_gets_defaults() -> None:
+    spec = parse_spec("name: p\nstorage: ./data\n", Path("/x/deltaflow.yml"), env={})
+    assert spec.libraries == ["transformations/**/*.py"]
+    assert spec.trigger.mode == "available_now"
+    assert spec.storage_path == "/x/data"
+    assert spec.kafka.bootstrap_servers == "127.0.0.1:19092"
+
+
+def test_misspelt_top_level_key_names_file_key_and_suggestion() -> None:
+    message = error_of("name: p\nstorage: s\nkafak:\n  bootstrap_servers: h:1\n")
+    assert "pipe/deltaflow.yml" in message
+    assert "unknown key 'kafak'" in message
+    assert "did you mean 'kafka'" in message
+
+
+def test_misspelt_nested_key_names_its_section() -> None:
+    message = error_of("name: p\nstorage: s\ntrigger:\n  intervall: 5 seconds\n")
+    assert "unknown key 'intervall' in 'trigger'" in message
+    assert "'interval'" in message
+
+
+def test_missing_storage_and_bad_values() -> None:
+    assert "missing required key 'storage'" in error_of("name: p\n")
+    assert "trigger.mode" in error_of("name: p\nstorage: s\ntrigger: {mode: sometimes}\n")
+    assert "'soon' is not a duration" in error_of("name: p\nstorage: s\ntrigger: {interval: soon}\n")
+
+
+def test_yaml_syntax_error_names_the_line() -> None:
+    message = error_of("name: p\nstorage: s\nlibraries: [a\n")
+    assert "pipe/deltaflow.yml:" in message and "invalid YAML" in message
+
+
+def test_env_references_are_substituted_and_redacted() -> None:
+    text = ("name: p\nstorage: ${STORE:-/tmp/default}\nkafka:\n  bootstrap_servers: ${BOOT}\n"
+            "  options:\n    sasl.password: ${PASSWORD}\n")
+    spec = parse_spec(text, P, env={"BOOT": "b:9092", "PASSWORD": "hunter2"})
+    assert spec.storage == "/tmp/default"
+    assert spec.kafka.bootstrap_servers == "b:9092"
+    assert spec.kafka.options["sasl.password"] == "hunter2"
+    shown = spec.redacted()
+    assert shown["kafka"]["options"]["sasl.password"] == "***"
+    assert "hunter2" not in repr(shown)
+
+
+def test_missing_env_var_names_field_and_variable_not_value() -> None:
+    message = error_of("name: p\nstorage: s\nkafka:\n  options:\n    sasl.password: ${PASSWORD}\n")
+    assert "PASSWORD is not set" in message
+    assert "kafka.options.sasl.password" in message
+
+
+def test_configuration_splits_spark_conf_from_parameters() -> None:
+    spec = parse_spec("name: p\nstorage: s\nconfiguration:\n  spark.sql.shuffle.partitions: 4\n"
+                      "  topic: clicks\n", P, env={})
+    assert spec.spark_conf == {"spark.sql.shuffle.partitions": "4"}
+    assert spec.parameters == {"topic": "clicks"}
+
+
+def test_find_spec_walks_up_from_a_subfolder(tmp_path: Path) -> None:
+    (tmp_path / "deltaflow.yml").write_text("name: p\nstorage: s\n")
+    sub = tmp_path / "transformations" / "deep"
+    sub.mkdir(parents=True)
+    assert find_spec(start=sub) == tmp_path / "deltaflow.yml"
+    assert load_spec(tmp_path).name == "p"
+    with pytest.raises(ConfigError, match="no deltaflow.yml in folder"):
+        find_spec(tmp_path / "transformations")
+
+
+def test_cli_reports_misspelt_key_in_one_line_and_exits_nonzero(tmp_path: Path) -> None:
+    (tmp_path / "deltaflow.yml").write_text("name: p\nstorage: s\ntriger:\n  mode: once\n")
+    proc = subprocess.run([sys.executable, "-m", "deltaflow", "run", "--spec", str(tmp_path)],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert "unknown key 'triger'" in lines[0] and "deltaflow.yml" in lines[0]
+    assert "did you mean 'trigger'" in lines[0]
