@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from contextvars import ContextVar
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, overload
@@ -60,10 +60,8 @@ def _location(func: Callable[..., Any]) -> SourceLocation:
     except (OSError, TypeError):
         code = getattr(func, "__code__", None)
         file, line = (code.co_filename, code.co_firstlineno) if code else ("<unknown>", 0)
-    try:
+    with suppress(ValueError):
         file = str(Path(file).resolve().relative_to(Path.cwd()))
-    except ValueError:
-        pass
     return SourceLocation(file, line)
 
 
@@ -106,6 +104,7 @@ def table(
         >>> @dp.table(comment="Raw clicks")  # doctest: +SKIP
         ... def bronze_clicks():
         ...     return dp.read_kafka("clicks")
+
     """
 
     def register(f: F) -> F:

@@ -89,8 +89,9 @@ def run(
     from deltaflow.runtime.triggers import Trigger
     from deltaflow.spec import TriggerMode, load_spec
 
-    modes: list[TriggerMode] = [m for m, on in (("available_now", available_now), ("continuous", continuous),
-                                                ("once", once)) if on]
+    flags: list[tuple[TriggerMode, bool]] = [("available_now", available_now), ("continuous", continuous),
+                                             ("once", once)]
+    modes = [mode for mode, on in flags if on]
     if len(modes) > 1:
         raise ConfigError("choose one of --available-now, --continuous, --once")
     pipeline = load_spec(spec)

@@ -7,6 +7,7 @@ Example:
     >>> from deltaflow.context import current
     >>> current()  # doctest: +SKIP
     PipelineContext(spark=<SparkSession>, spec=Spec(name='clickstream', ...))
+
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ def current() -> PipelineContext:
 
     Raises:
         GraphError: Called outside a running pipeline (e.g. at import time of a definition file).
+
     """
     ctx = _CURRENT.get()
     if ctx is None:

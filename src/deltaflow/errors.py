@@ -8,6 +8,7 @@ Example:
     >>> err = ConfigError("unknown key 'kafak'", location="deltaflow.yml")
     >>> str(err)
     "DF-CONFIG deltaflow.yml: unknown key 'kafak'"
+
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ class DeltaflowError(Exception):
         message: What is wrong, in one sentence, without the location.
         location: Where: ``file``, ``file:line``, ``file: field``, ``flow 'name'`` or an address.
         hint: What the user can do about it (shown after the message).
+
     """
 
     code = "DF"

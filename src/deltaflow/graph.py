@@ -7,6 +7,7 @@ Example:
     >>> loc = SourceLocation("transformations/bronze.py", 12)
     >>> str(loc)
     'transformations/bronze.py:12'
+
 """
 
 from __future__ import annotations

@@ -7,6 +7,7 @@ Example:
     >>> graph = load_graph(load_spec())  # doctest: +SKIP
     >>> sorted(graph.datasets)
     ['bronze_clicks']
+
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ def definition_files(spec: Spec) -> list[Path]:
 
     Raises:
         GraphError: A glob matches nothing (most often a typo).
+
     """
     files: list[Path] = []
     for pattern in spec.libraries:
@@ -43,6 +45,7 @@ def load_graph(spec: Spec) -> PipelineGraph:
 
     Raises:
         GraphError: A file fails to import (naming its file and line) or the graph is invalid.
+
     """
     import deltaflow
 

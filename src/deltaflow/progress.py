@@ -4,6 +4,7 @@ Example:
     >>> line = format_batch(BatchProgress("bronze_clicks", 3, 2000, 1530.0, 4100.0, 490))
     >>> line
     'bronze_clicks  batch 3  +2,000 rows  in 1,530/s  processed 4,100/s  490 ms'
+
 """
 
 from __future__ import annotations

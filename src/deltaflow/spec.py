@@ -18,6 +18,7 @@ Example:
     >>> spec = load_spec(Path("examples/clickstream"))  # doctest: +SKIP
     >>> spec.name
     'clickstream'
+
 """
 
 from __future__ import annotations
@@ -127,7 +128,8 @@ class Spec(_Strict):
 
     def redacted(self) -> dict[str, Any]:
         """The spec as a dict, safe to print: values that came from ``${ENV}`` are replaced by ``***``."""
-        return _redact(self.model_dump(), self._secrets, "")
+        shown: dict[str, Any] = _redact(self.model_dump(), self._secrets, "")
+        return shown
 
 
 def _scalar_text(value: Any) -> Any:
@@ -149,6 +151,7 @@ def find_spec(given: Path | None = None, start: Path | None = None) -> Path:
 
     Raises:
         ConfigError: No spec file was found.
+
     """
     if given is not None:
         if given.is_dir():
@@ -195,6 +198,7 @@ def parse_spec(text: str, path: Path, env: dict[str, str] | None = None) -> Spec
 
     Raises:
         ConfigError: One line naming the file and the first field at fault.
+
     """
     try:
         raw = yaml.safe_load(text)

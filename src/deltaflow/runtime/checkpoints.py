@@ -6,6 +6,7 @@ the generation (``0``, ``1``...) moves forward on a full refresh, which starts t
 Example:
     >>> checkpoint_path("/data", "bronze_clicks", "bronze_clicks", 0)
     '/data/_checkpoints/bronze_clicks/bronze_clicks/0'
+
 """
 
 from __future__ import annotations

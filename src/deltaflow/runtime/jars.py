@@ -12,6 +12,7 @@ Example:
     >>> from deltaflow.runtime.jars import jar_dir
     >>> jar_dir("spark").name
     'spark'
+
 """
 
 from __future__ import annotations
@@ -76,6 +77,7 @@ def resolve_jars(force: bool = False, log: Callable[[str], None] = print) -> Non
 
     Raises:
         SetupError: Maven is missing or cannot resolve an artifact.
+
     """
     mvn = shutil.which("mvn")
     for group in GROUPS:
@@ -115,6 +117,7 @@ def jars(group: str) -> list[Path]:
 
     Raises:
         SetupError: The group was never resolved (``make setup`` not run) or is out of date.
+
     """
     if not is_resolved(group):
         raise SetupError(

@@ -7,6 +7,7 @@ A stop request (Ctrl-C, SIGTERM) lets each flow finish the batch it is writing, 
 Example:
     >>> run = PipelineRun(spec, graph, spark, Trigger("available_now"))  # doctest: +SKIP
     >>> outcomes = run.run(threading.Event())
+
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from deltaflow.sinks.append import ensure_table, start_append
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
-    from pyspark.sql.streaming import StreamingQuery
+    from pyspark.sql.streaming.query import StreamingQuery
 
     from deltaflow.graph import Flow, PipelineGraph
     from deltaflow.spec import Spec
@@ -67,6 +68,7 @@ class PipelineRun:
         spark: The session to run in.
         trigger: When flows run.
         on_batch: Called (on the caller's thread) for every micro-batch that read rows.
+
     """
 
     def __init__(self, spec: Spec, graph: PipelineGraph, spark: SparkSession, trigger: Trigger,

@@ -8,6 +8,7 @@ Example:
     >>> spark = build_session(spec)  # doctest: +SKIP
     >>> spark.conf.get("spark.sql.shuffle.partitions")
     '2'
+
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ if TYPE_CHECKING:
 
 
 def default_conf(storage: str | None = None) -> dict[str, str]:
-    """deltaflow's Spark settings before the spec's ``configuration`` is applied."""
+    """Deltaflow's Spark settings before the spec's ``configuration`` is applied."""
     cores = os.cpu_count() or 2
     log4j = resources.files("deltaflow.runtime") / "jvm" / "log4j2-driver.properties"
     conf = {
@@ -56,6 +57,7 @@ def build_session(spec: Spec | None = None, extra: dict[str, str] | None = None)
     Args:
         spec: The pipeline spec; its ``spark.*`` configuration wins over deltaflow's defaults.
         extra: Settings that win over both (used by tests and benchmarks).
+
     """
     from pyspark.sql import SparkSession
 

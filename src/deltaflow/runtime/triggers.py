@@ -3,6 +3,7 @@
 Example:
     >>> Trigger("continuous", "5 seconds").describe()
     'continuous, every 5 seconds'
+
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import TYPE_CHECKING
 from deltaflow.spec import TriggerMode
 
 if TYPE_CHECKING:
-    from pyspark.sql.streaming import DataStreamWriter
+    from pyspark.sql.streaming.readwriter import DataStreamWriter
 
 
 @dataclass(frozen=True)

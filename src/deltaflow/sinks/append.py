@@ -14,7 +14,7 @@ from deltaflow.runtime.triggers import Trigger
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
-    from pyspark.sql.streaming import StreamingQuery
+    from pyspark.sql.streaming.query import StreamingQuery
 
     from deltaflow.graph import Dataset
 

@@ -7,7 +7,7 @@ Malformed JSON/CSV lines are never turned into silent nulls: they are kept whole
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from deltaflow.context import current
 from deltaflow.errors import SourceError
@@ -46,6 +46,7 @@ def read_files(
         >>> @dp.table  # doctest: +SKIP
         ... def bronze_orders():
         ...     return dp.read_files("landing/orders", schema="order_id STRING, amount DOUBLE")
+
     """
     from pyspark.sql import functions as F
     from pyspark.sql.types import StringType, StructField, StructType
@@ -59,7 +60,7 @@ def read_files(
     if format in _TEXT_FORMATS:
         if schema is None:
             raise SourceError(f"dp.read_files needs a schema for format '{format}'", location=location)
-        struct = schema if isinstance(schema, StructType) else StructType.fromDDL(schema)
+        struct = schema if isinstance(schema, StructType) else cast(StructType, StructType.fromDDL(schema))
         if CORRUPT_COLUMN not in struct.fieldNames():
             struct = StructType([*struct.fields, StructField(CORRUPT_COLUMN, StringType())])
         reader = reader.schema(struct).option("mode", "PERMISSIVE").option(

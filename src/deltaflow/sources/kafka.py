@@ -29,6 +29,7 @@ def check_reachable(bootstrap: str, timeout: float = 10.0) -> None:
 
     Raises:
         SourceError: Naming the bootstrap address.
+
     """
     for server in (s.strip() for s in bootstrap.split(",") if s.strip()):
         host, _, port = server.rpartition(":")
@@ -69,6 +70,7 @@ def read_kafka(
         >>> @dp.table  # doctest: +SKIP
         ... def bronze_clicks():
         ...     return dp.read_kafka("clicks", max_offsets_per_trigger=10_000)
+
     """
     from pyspark.sql import functions as F
 

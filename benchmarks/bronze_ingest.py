@@ -1,0 +1,144 @@
+"""Kafka -> bronze throughput: deltaflow vs a hand-written PySpark job (seed 004 style), one run.
+
+Both jobs read the same 3-partition topic of ~200-byte JSON events from the embedded broker, with the
+same trigger (availableNow) and the same maxOffsetsPerTrigger, into fresh Delta tables, alternating
+rounds in one SparkSession. Prints events/s for each and the ratio, then the time from `deltaflow run`
+start (a new process, JVM included) to the first committed batch.
+
+    .venv/bin/python benchmarks/bronze_ingest.py [--events 1000000] [--rounds 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import random
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+from deltaflow.kafka.admin import create_topic
+from deltaflow.kafka.broker import EmbeddedKafka
+from deltaflow.kafka.generator import clickstream_event, produce
+from deltaflow.loader import load_graph
+from deltaflow.runtime.runner import PipelineRun
+from deltaflow.runtime.session import build_session
+from deltaflow.runtime.triggers import Trigger
+from deltaflow.spec import load_spec
+
+TOPIC = "bench_clicks"
+
+
+def hand_written(spark, bootstrap: str, out: Path, max_offsets: int) -> float:  # type: ignore[no-untyped-def]
+    """Seed 004's raw landing job, verbatim in spirit."""
+    from pyspark.sql.functions import col, current_timestamp
+
+    start = time.perf_counter()
+    raw = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", bootstrap)
+           .option("subscribe", TOPIC).option("startingOffsets", "earliest")
+           .option("maxOffsetsPerTrigger", str(max_offsets)).load())
+    landed = raw.select(col("topic"), col("partition"), col("offset"), col("timestamp").alias("kafka_ts"),
+                        col("value").cast("string").alias("raw_payload"),
+                        current_timestamp().alias("arrived_at"))
+    query = (landed.writeStream.format("delta").outputMode("append")
+             .option("checkpointLocation", str(out / "_checkpoint")).trigger(availableNow=True)
+             .start(str(out / "table")))
+    query.awaitTermination()
+    return time.perf_counter() - start
+
+
+def write_project(root: Path, bootstrap: str, max_offsets: int) -> Path:
+    (root / "transformations").mkdir(parents=True)
+    (root / "transformations" / "bronze.py").write_text(
+        "import deltaflow as dp\n\n\n@dp.table\ndef bronze_clicks():\n"
+        f"    return dp.read_kafka('{TOPIC}', max_offsets_per_trigger={max_offsets})\n")
+    (root / "deltaflow.yml").write_text(
+        f"name: bench\nstorage: ./storage\nlibraries: [transformations/*.py]\n"
+        f"kafka:\n  bootstrap_servers: {bootstrap}\n")
+    return root / "deltaflow.yml"
+
+
+def deltaflow_job(spark, project: Path) -> float:  # type: ignore[no-untyped-def]
+    start = time.perf_counter()
+    spec = load_spec(project)
+    PipelineRun(spec, load_graph(spec), spark, Trigger("available_now")).run(threading.Event())
+    return time.perf_counter() - start
+
+
+def time_to_first_batch(project: Path) -> float:
+    log = project.parent / "storage" / "tables" / "bronze_clicks" / "_delta_log"
+    start = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, "-m", "deltaflow", "run", "--available-now", "--quiet",
+                             "--spec", str(project)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        while not (log / f"{1:020d}.json").exists():  # version 0 creates the table, 1 is the first batch
+            if proc.poll() is not None:
+                raise RuntimeError("deltaflow run exited before committing a batch")
+            time.sleep(0.01)
+        return time.perf_counter() - start
+    finally:
+        proc.wait(timeout=600)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--events", type=int, default=1_000_000)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--max-offsets", type=int, default=200_000)
+    args = parser.parse_args()
+
+    with tempfile.TemporaryDirectory(prefix="deltaflow-bench-") as tmp_name:
+        tmp = Path(tmp_name)
+        with EmbeddedKafka(state_dir=tmp / "kafka", port=free_port()) as broker:
+            bootstrap = broker.status().bootstrap or ""
+            create_topic(bootstrap, TOPIC, partitions=3)
+            rng = random.Random(7)
+            now = datetime.now(UTC)
+            payloads = [json.dumps(clickstream_event(rng, now)).encode() for _ in range(args.events)]
+            size = statistics.mean(len(p) for p in payloads[:10_000])
+            t0 = time.perf_counter()
+            produce(bootstrap, TOPIC, payloads)
+            print(f"produced {args.events:,} events of ~{size:.0f} bytes in {time.perf_counter() - t0:.1f} s")
+
+            spark = build_session(extra={"spark.sql.warehouse.dir": str(tmp / "wh")})
+            results: dict[str, list[float]] = {"hand-written": [], "deltaflow": []}
+            for r in range(args.rounds):
+                order = ["hand-written", "deltaflow"] if r % 2 == 0 else ["deltaflow", "hand-written"]
+                for name in order:
+                    out = tmp / f"{name}-{r}"
+                    if name == "hand-written":
+                        seconds = hand_written(spark, bootstrap, out, args.max_offsets)
+                    else:
+                        seconds = deltaflow_job(spark, write_project(out, bootstrap, args.max_offsets))
+                    results[name].append(args.events / seconds)
+                    rate = args.events / seconds
+                    print(f"round {r + 1}: {name:12s} {rate:>10,.0f} events/s ({seconds:.1f} s)")
+            spark.stop()
+
+            hand = statistics.median(results["hand-written"])
+            ours = statistics.median(results["deltaflow"])
+            first = time_to_first_batch(write_project(tmp / "first-batch", bootstrap, args.max_offsets))
+        print(f"\nmachine: {platform.machine()}, {os.cpu_count()} cores; "
+              f"events={args.events:,}, maxOffsetsPerTrigger={args.max_offsets:,}")
+        print(f"hand-written PySpark: {hand:,.0f} events/s (median of {args.rounds})")
+        print(f"deltaflow:            {ours:,.0f} events/s (median of {args.rounds})")
+        print(f"ratio deltaflow / hand-written: {ours / hand:.2f}x")
+        print(f"deltaflow run start -> first committed batch: {first:.1f} s (new process, JVM included)")
+
+
+if __name__ == "__main__":
+    main()

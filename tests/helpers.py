@@ -1,0 +1,59 @@
+"""Helpers shared by tests: free ports, pipeline projects on disk, CLI subprocess environment."""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+import textwrap
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from deltaflow.runtime.runner import FlowOutcome
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Project:
+    """A pipeline project on disk: deltaflow.yml + one definitions file."""
+
+    def __init__(self, root: Path, definitions: str, spec_extra: str = "", bootstrap: str = "") -> None:
+        self.root = root
+        (root / "transformations").mkdir(parents=True, exist_ok=True)
+        (root / "transformations" / "defs.py").write_text(textwrap.dedent(definitions))
+        kafka = f"kafka:\n  bootstrap_servers: {bootstrap}\n" if bootstrap else ""
+        (root / "deltaflow.yml").write_text(
+            f"name: test\nstorage: ./storage\nlibraries: [transformations/*.py]\n{kafka}{spec_extra}")
+        self.spec_path = root / "deltaflow.yml"
+        self.storage = root / "storage"
+
+    def table(self, name: str) -> str:
+        return str(self.storage / "tables" / name)
+
+    def checkpoint(self, dataset: str, flow: str | None = None, generation: int = 0) -> Path:
+        return self.storage / "_checkpoints" / dataset / (flow or dataset) / str(generation)
+
+    def run(self, spark: SparkSession, mode: str = "available_now") -> list[FlowOutcome]:
+        from deltaflow.loader import load_graph
+        from deltaflow.runtime.runner import PipelineRun
+        from deltaflow.runtime.triggers import Trigger
+        from deltaflow.spec import load_spec
+
+        spec = load_spec(self.spec_path)
+        return PipelineRun(spec, load_graph(spec), spark, Trigger(mode)).run(threading.Event())  # type: ignore[arg-type]
+
+
+def cli_env() -> dict[str, str]:
+    """Environment for `deltaflow` subprocesses: this interpreter's venv first on PATH."""
+    env = dict(os.environ)
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    env.pop("PYSPARK_SUBMIT_ARGS", None)
+    return env

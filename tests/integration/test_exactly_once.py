@@ -1,0 +1,125 @@
+"""Exactly once under crashes: SIGKILL `deltaflow run --continuous` again and again, then finish.
+
+Every kill takes down the whole process group (Python driver and Spark JVM) at once, as a power cut or an
+OOM kill would. Some kills are aimed at a micro-batch in flight (its offsets logged in the checkpoint, its
+commit not yet written), the case where a naive sink duplicates or loses rows.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from deltalake import DeltaTable
+
+from helpers import Project, cli_env
+
+pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.slow]
+
+EVENTS = 50_000
+KILLS = 6
+BATCH = 2_500
+
+BRONZE = """
+import deltaflow as dp
+
+@dp.table
+def bronze_events():
+    return dp.read_kafka("{topic}", max_offsets_per_trigger={batch})
+"""
+
+
+def batch_ids(folder: Path) -> set[int]:
+    return {int(p.name) for p in folder.glob("*") if p.name.isdigit()} if folder.is_dir() else set()
+
+
+def in_flight(checkpoint: Path) -> set[int]:
+    """Batches whose offsets are logged but whose commit is not: being written right now."""
+    return batch_ids(checkpoint / "offsets") - batch_ids(checkpoint / "commits")
+
+
+def wait_for(condition: Callable[[], object], timeout: float, what: str, proc: subprocess.Popen[bytes],
+             log: Path) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if proc.poll() is not None:
+            tail = log.read_text()[-2000:]
+            raise AssertionError(f"deltaflow exited ({proc.returncode}) before {what}: {tail}")
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.005)
+
+
+def kill_group(proc: subprocess.Popen[bytes]) -> None:
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=30)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:  # the JVM is in the same group; wait until it is gone too
+        try:
+            os.killpg(proc.pid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.01)
+    raise AssertionError("process group survived SIGKILL")
+
+
+def test_exactly_once_across_repeated_sigkills(spark, kafka_bootstrap: str, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    from deltaflow.kafka.admin import create_topic
+    from deltaflow.kafka.generator import produce
+
+    rng = random.Random(20261121)
+    topic = f"exactly-once-{uuid.uuid4().hex[:8]}"
+    create_topic(kafka_bootstrap, topic, partitions=3)
+    ids = [f"evt-{i:06d}" for i in range(EVENTS)]
+    produce(kafka_bootstrap, topic, [{"event_id": e, "n": i} for i, e in enumerate(ids)])
+
+    project = Project(tmp_path / "p", BRONZE.format(topic=topic, batch=BATCH), bootstrap=kafka_bootstrap)
+    checkpoint = project.checkpoint("bronze_events")
+    command = [sys.executable, "-m", "deltaflow", "run", "--continuous", "--spec", str(project.spec_path)]
+    kills_in_flight = 0
+    for attempt in range(KILLS):
+        log = tmp_path / f"run-{attempt}.log"
+        committed_before = batch_ids(checkpoint / "commits")
+        with log.open("wb") as out:
+            proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=cli_env(),
+                                    start_new_session=True)
+        try:
+            if attempt % 2 == 0:
+                # Aim at a batch being written: offsets logged, commit missing.
+                wait_for(lambda before=committed_before: in_flight(checkpoint) - before, 180,
+                         "a batch in flight", proc, log)
+            else:
+                wait_for(lambda before=committed_before: batch_ids(checkpoint / "commits") - before, 180,
+                         "a committed batch", proc, log)
+                time.sleep(rng.uniform(0.0, 1.5))  # a random moment: the kill itself is the event under test
+        finally:
+            kill_group(proc)
+        if in_flight(checkpoint):  # still in flight after death: the kill hit mid-batch
+            kills_in_flight += 1
+
+    assert kills_in_flight >= 1, "no kill landed while a batch was being written"
+    final = subprocess.run([*command[:4], "--available-now", *command[5:]], capture_output=True, text=True,
+                           env=cli_env(), timeout=600)
+    assert final.returncode == 0, final.stderr[-3000:]
+
+    # Spark's view.
+    bronze = spark.read.format("delta").load(project.table("bronze_events"))
+    assert bronze.count() == EVENTS
+    assert bronze.select("partition", "offset").distinct().count() == EVENTS
+
+    # The independent reader's view, down to the event ids.
+    table = DeltaTable(project.table("bronze_events")).to_pyarrow_table(
+        columns=["partition", "offset", "value"])
+    pairs = list(zip(table["partition"].to_pylist(), table["offset"].to_pylist(), strict=True))
+    assert len(pairs) == len(set(pairs)) == EVENTS
+    seen = sorted(json.loads(v)["event_id"] for v in table["value"].to_pylist())
+    assert seen == ids
