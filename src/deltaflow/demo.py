@@ -94,10 +94,10 @@ def _summary(spark: object, storage: str, datasets: list[str], console: Console)
     for name in datasets:
         path = f"{storage}/tables/{name}"
         rows = DeltaTable(path).to_pyarrow_dataset().count_rows()
-        console.print(f"{name}: {rows:,} rows in {path}", markup=False)
+        console.print(f"{name}: {rows:,} rows in {path}", markup=False, soft_wrap=True)
     first = f"{storage}/tables/{datasets[0]}"
     console.print("\nQuery it with Spark:\n"
                   f"  spark.read.format('delta').load('{first}').show()\n"
                   "or without a JVM:\n"
                   f"  python -c \"from deltalake import DeltaTable; "
-                  f"print(DeltaTable('{first}').to_pandas().tail())\"", markup=False)
+                  f"print(DeltaTable('{first}').to_pandas().tail())\"", markup=False, soft_wrap=True)

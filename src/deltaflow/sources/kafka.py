@@ -90,11 +90,14 @@ def read_kafka(
         reader = reader.option(key, str(value))
     raw = reader.load()
 
+    # try_validate_utf8 is one scan that yields the text, or null when the bytes are not UTF-8: only then
+    # are the bytes kept aside and the text repaired.
     def text(column: str) -> Any:
-        return F.make_valid_utf8(F.col(column).cast("string"))
+        as_text = F.col(column).cast("string")
+        return F.coalesce(F.try_validate_utf8(as_text), F.make_valid_utf8(as_text))
 
     def bytes_if_invalid(column: str) -> Any:
-        return F.when(~F.is_valid_utf8(F.col(column).cast("string")), F.col(column))
+        return F.when(F.try_validate_utf8(F.col(column).cast("string")).isNull(), F.col(column))
 
     return raw.select(
         "topic", "partition", "offset", "timestamp",

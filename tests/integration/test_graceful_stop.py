@@ -1,0 +1,67 @@
+"""SIGTERM stops `deltaflow run --continuous` between batches; a restart appends nothing again."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+from deltalake import DeltaTable
+
+from helpers import Project, cli_env
+
+pytestmark = [pytest.mark.spark, pytest.mark.kafka]
+
+EVENTS = 3_000
+
+
+def rows_in(path: str) -> int:
+    try:
+        return DeltaTable(path).to_pyarrow_dataset().count_rows()
+    except Exception:  # table not created yet
+        return 0
+
+
+def test_sigterm_stops_cleanly_and_restart_reappends_nothing(kafka_bootstrap: str, tmp_path: Path) -> None:
+    from deltaflow.kafka.admin import create_topic
+    from deltaflow.kafka.generator import produce
+
+    topic = f"graceful-{uuid.uuid4().hex[:8]}"
+    create_topic(kafka_bootstrap, topic, partitions=3)
+    produce(kafka_bootstrap, topic, [{"event_id": str(i)} for i in range(EVENTS)])
+    project = Project(tmp_path / "p", "import deltaflow as dp\n\n@dp.table\ndef bronze():\n"
+                      f"    return dp.read_kafka('{topic}', max_offsets_per_trigger=500)\n",
+                      bootstrap=kafka_bootstrap)
+    table = project.table("bronze")
+    base = [sys.executable, "-m", "deltaflow", "run", "--spec", str(project.spec_path)]
+    proc = subprocess.Popen([*base, "--continuous"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            env=cli_env(), text=True)
+    deadline = time.monotonic() + 180
+    while rows_in(table) < EVENTS:
+        assert proc.poll() is None, proc.communicate()[0][-2000:]
+        assert time.monotonic() < deadline, "timed out waiting for the rows"
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGTERM)
+    output, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 0, output[-2000:]
+    assert "SIGTERM: stopping after the current batch" in output
+    assert "bronze: stopped" in output
+
+    checkpoint = project.checkpoint("bronze")
+    offsets = {p.name for p in (checkpoint / "offsets").iterdir() if p.name.isdigit()}
+    commits = {p.name for p in (checkpoint / "commits").iterdir() if p.name.isdigit()}
+    assert offsets == commits, "a batch was left half done"
+    version = DeltaTable(table).version()
+
+    again = subprocess.run([*base, "--available-now"], capture_output=True, text=True, env=cli_env(),
+                           timeout=300)
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert "bronze: completed, 0 rows this run" in again.stderr
+    assert DeltaTable(table).version() == version
+    result = DeltaTable(table).to_pyarrow_table(columns=["partition", "offset"])
+    pairs = set(zip(result["partition"].to_pylist(), result["offset"].to_pylist(), strict=True))
+    assert result.num_rows == len(pairs) == EVENTS
