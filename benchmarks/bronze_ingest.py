@@ -137,6 +137,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--events", type=int, default=1_000_000)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--warmup", type=int, default=1, help="first rounds not counted (JIT warm-up)")
     parser.add_argument("--max-offsets", type=int, default=200_000)
     parser.add_argument("--size", type=int, default=200, help="bytes per JSON event")
     args = parser.parse_args()
@@ -156,7 +157,7 @@ def main() -> None:
             jobs = ["hand-written", "deltaflow", "hand-written, deltaflow's columns"]
             results: dict[str, list[float]] = {name: [] for name in jobs}
             walls: dict[str, list[float]] = {name: [] for name in jobs}
-            for r in range(args.rounds):
+            for r in range(args.warmup + args.rounds):
                 for name in jobs[r % 3:] + jobs[:r % 3]:
                     out = tmp / f"{name.replace(' ', '_')}-{r}"
                     if name.startswith("hand-written"):
@@ -164,9 +165,11 @@ def main() -> None:
                                                      same_columns=name != "hand-written")
                     else:
                         seconds, rate = deltaflow_job(spark, write_project(out, bootstrap, args.max_offsets))
-                    results[name].append(rate)
-                    walls[name].append(args.events / seconds)
-                    print(f"round {r + 1}: {name:34s} sustained {rate:>9,.0f} events/s, "
+                    if r >= args.warmup:
+                        results[name].append(rate)
+                        walls[name].append(args.events / seconds)
+                    label = "warm-up" if r < args.warmup else f"round {r - args.warmup + 1}"
+                    print(f"{label}: {name:34s} sustained {rate:>9,.0f} events/s, "
                           f"wall {seconds:5.1f} s ({args.events / seconds:,.0f} events/s incl. start/stop)")
             spark.stop()
 
