@@ -65,3 +65,47 @@ def test_sigterm_stops_cleanly_and_restart_reappends_nothing(kafka_bootstrap: st
     result = DeltaTable(table).to_pyarrow_table(columns=["partition", "offset"])
     pairs = set(zip(result["partition"].to_pylist(), result["offset"].to_pylist(), strict=True))
     assert result.num_rows == len(pairs) == EVENTS
+
+
+@pytest.mark.timeout(300)  # a stop that waits for a gap between triggers never ends: fail, don't hang
+def test_stop_under_steady_input_ends_and_loses_nothing(spark, kafka_bootstrap: str, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """With input arriving all the time a new batch starts the instant one commits; stop must still end."""
+    import threading
+
+    from deltaflow.kafka.admin import create_topic
+    from deltaflow.kafka.generator import EventGenerator
+    from deltaflow.loader import load_graph
+    from deltaflow.runtime.runner import PipelineRun
+    from deltaflow.runtime.triggers import Trigger
+    from deltaflow.spec import load_spec
+
+    topic = f"steady-{uuid.uuid4().hex[:8]}"
+    create_topic(kafka_bootstrap, topic, partitions=3)
+    project = Project(tmp_path / "p", "import deltaflow as dp\n\n@dp.table\ndef bronze():\n"
+                      f"    return dp.read_kafka('{topic}', max_offsets_per_trigger=1000)\n",
+                      bootstrap=kafka_bootstrap)
+    generator = EventGenerator(kafka_bootstrap, topic, rate=1000)
+    generator.start()
+    try:
+        spec = load_spec(project.spec_path)
+        run = PipelineRun(spec, load_graph(spec), spark, Trigger("continuous"))
+        run.start()
+        query = run.queries["bronze"]
+        deadline = time.monotonic() + 120
+        while (query.lastProgress is None or query.lastProgress.batchId < 3) and time.monotonic() < deadline:
+            assert query.isActive, query.exception()
+            time.sleep(0.05)
+        stop = threading.Event()
+        stop.set()
+        outcomes = run.wait(stop, grace_seconds=3600)
+        assert [o.state for o in outcomes] == ["stopped"]
+        assert not query.isActive
+    finally:
+        generator.stop()
+        generator.join(timeout=30)
+    produced = generator.produced
+
+    project.run(spark)  # the rest, including any batch cancelled by the stop
+    result = DeltaTable(project.table("bronze")).to_pyarrow_table(columns=["partition", "offset"])
+    pairs = set(zip(result["partition"].to_pylist(), result["offset"].to_pylist(), strict=True))
+    assert result.num_rows == len(pairs) == produced
