@@ -79,7 +79,7 @@ def run_demo(*, seconds: int, rate: int, storage: Path, port: int, stop: threadi
         for outcome in outcomes:
             if outcome.state == "failed":
                 console.print(f"{outcome.flow} failed: {outcome.error}", markup=False)
-        _summary(spark, spec.storage_path, list(graph.datasets), console)
+        _summary(spec.storage_path, list(graph.datasets), console)
     finally:
         if generator is not None:
             generator.stop()
@@ -87,7 +87,7 @@ def run_demo(*, seconds: int, rate: int, storage: Path, port: int, stop: threadi
             broker.stop()
 
 
-def _summary(spark: object, storage: str, datasets: list[str], console: Console) -> None:
+def _summary(storage: str, datasets: list[str], console: Console) -> None:
     from deltalake import DeltaTable
 
     console.print("")

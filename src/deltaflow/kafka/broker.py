@@ -173,8 +173,7 @@ class EmbeddedKafka:
             '127.0.0.1:19092'
 
         """
-        self.state_dir.mkdir(parents=True, exist_ok=True)
-        with self._locked():
+        with self._locked():  # creates the state folder
             record = self._live_record()
             if record is not None:
                 self.port, self.controller_port = record["port"], record["controller_port"]
