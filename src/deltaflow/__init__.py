@@ -9,7 +9,14 @@ Definition files use it as ``import deltaflow as dp``::
         return dp.read_kafka("clicks")
 """
 
-from deltaflow.api import table
+from deltaflow.api import (
+    append_flow,
+    by_window,
+    create_streaming_table,
+    materialized_view,
+    table,
+    temporary_view,
+)
 from deltaflow.errors import (
     ConfigError,
     DeltaflowError,
@@ -20,6 +27,7 @@ from deltaflow.errors import (
     SinkError,
     SourceError,
 )
+from deltaflow.sources.delta import read, read_stream
 from deltaflow.sources.files import read_files
 from deltaflow.sources.kafka import read_kafka
 
@@ -35,7 +43,14 @@ __all__ = [
     "SinkError",
     "SourceError",
     "__version__",
+    "append_flow",
+    "by_window",
+    "create_streaming_table",
+    "materialized_view",
+    "read",
     "read_files",
     "read_kafka",
+    "read_stream",
     "table",
+    "temporary_view",
 ]

@@ -1,7 +1,9 @@
 """The ``deltaflow`` command: one function per verb.
 
     deltaflow setup                    resolve the JVM jars (Delta, Kafka connector, Kafka broker) once
-    deltaflow run [--available-now | --continuous | --once] [--spec PATH]
+    deltaflow dry-run [--spec PATH]         resolve and analyse the pipeline, write nothing
+    deltaflow graph [--format text|mermaid|dot]
+    deltaflow run [--available-now | --continuous | --once] [--refresh a,b] [--full-refresh a]
     deltaflow demo [--seconds 60] [--rate 1000]
     deltaflow kafka start|stop|status [--port 19092]
 
@@ -17,12 +19,15 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
 
 from deltaflow.errors import ConfigError, DeltaflowError
+
+if TYPE_CHECKING:
+    from deltaflow.resolve import Resolver
 
 app = typer.Typer(
     help="Declarative streaming pipelines on PySpark + Delta Lake, exactly once.",
@@ -69,6 +74,10 @@ def setup(force: Annotated[bool, typer.Option(help="Resolve again even if cached
     resolve_jars(force=force, log=lambda line: err.print(line, markup=False))
 
 
+def _names(value: str | None) -> frozenset[str]:
+    return frozenset(n.strip() for n in (value or "").split(",") if n.strip())
+
+
 @app.command()
 def run(
     spec: SpecOption = None,
@@ -79,14 +88,20 @@ def run(
     once: Annotated[bool, typer.Option("--once", help="Run one batch per flow, then exit.")] = False,
     interval: Annotated[str | None, typer.Option(help="Trigger interval for --continuous, e.g. "
                                                  "'10 seconds' (default: the spec's).")] = None,
+    refresh: Annotated[str | None, typer.Option(help="Only these datasets (comma-separated) and the "
+                                                "datasets they read.")] = None,
+    full_refresh: Annotated[str | None, typer.Option(help="Rebuild these datasets (comma-separated) and "
+                                                     "everything downstream from scratch.")] = None,
+    full_refresh_all: Annotated[bool, typer.Option("--full-refresh-all", help="Rebuild every dataset from "
+                                                   "scratch.")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No per-batch lines.")] = False,
 ) -> None:
     """Run the pipeline's flows (default trigger: the spec's, else --available-now)."""
     from deltaflow.loader import load_graph
     from deltaflow.progress import ProgressPrinter
-    from deltaflow.runtime.runner import PipelineRun
+    from deltaflow.runtime.runner import PipelineRun, RunPlan
     from deltaflow.runtime.session import build_session
-    from deltaflow.runtime.triggers import Trigger
+    from deltaflow.runtime.triggers import Trigger, flow_triggers
     from deltaflow.spec import TriggerMode, load_spec
 
     flags: list[tuple[TriggerMode, bool]] = [("available_now", available_now), ("continuous", continuous),
@@ -97,16 +112,66 @@ def run(
     pipeline = load_spec(spec)
     trigger = Trigger(modes[0] if modes else pipeline.trigger.mode, interval or pipeline.trigger.interval)
     graph = load_graph(pipeline)
+    plan = RunPlan(refresh=_names(refresh) or None, full_refresh=_names(full_refresh),
+                   full_refresh_all=full_refresh_all)
+    plan.check(graph)
+    triggers = flow_triggers(pipeline, graph.flows, trigger, mode_given=bool(modes))
     err.print(f"deltaflow: pipeline '{pipeline.name}', {len(graph.flows)} flow(s), {trigger.describe()}, "
               f"storage {pipeline.storage_path}", markup=False)
     with stop_on_signals() as stop:
         spark = build_session(pipeline)
         printer = ProgressPrinter(console=err, quiet=quiet)
-        outcomes = PipelineRun(pipeline, graph, spark, trigger, on_batch=printer).run(stop)
+        outcomes = PipelineRun(pipeline, graph, spark, trigger, on_batch=printer, plan=plan,
+                               flow_triggers=triggers,
+                               on_message=lambda m: err.print(m, markup=False)).run(stop)
     for outcome in outcomes:
         totals = printer.totals.get(outcome.flow)
         rows = totals.rows if totals else 0
         err.print(f"{outcome.flow}: {outcome.state}, {rows:,} rows this run", markup=False)
+
+
+def _analyse(spec: Path | None) -> Resolver:
+    """Load and resolve the pipeline without writing anything (Spark's scratch space goes to a temp dir)."""
+    import tempfile
+
+    from deltaflow.context import PipelineContext
+    from deltaflow.loader import load_graph
+    from deltaflow.resolve import Resolver
+    from deltaflow.runtime.session import build_session
+    from deltaflow.runtime.triggers import Trigger, flow_triggers
+    from deltaflow.spec import load_spec
+
+    pipeline = load_spec(spec)
+    graph = load_graph(pipeline)
+    flow_triggers(pipeline, graph.flows, Trigger(pipeline.trigger.mode), mode_given=False)
+    scratch = tempfile.mkdtemp(prefix="deltaflow-analyse-")
+    spark = build_session(pipeline, extra={"spark.sql.warehouse.dir": scratch, "spark.local.dir": scratch})
+    return Resolver(graph, PipelineContext(spark=spark, spec=pipeline), analyze_only=True).resolve()
+
+
+@app.command("dry-run")
+def dry_run(spec: SpecOption = None) -> None:
+    """Resolve and analyse the whole pipeline without writing a byte; exit 1 on the first problem."""
+    from deltaflow.render import text
+
+    resolver = _analyse(spec)
+    out.print(text(resolver), markup=False, soft_wrap=True)
+    stored = sum(1 for d in resolver.graph.datasets.values() if d.stored)
+    out.print(f"\ndry-run: ok, {len(resolver.graph.datasets)} dataset(s) ({stored} stored), "
+              f"{len(resolver.graph.flows)} flow(s) analysed; nothing was written", markup=False)
+
+
+@app.command()
+def graph(
+    spec: SpecOption = None,
+    format: Annotated[str, typer.Option("--format", "-f", help="text, mermaid or dot.")] = "text",
+) -> None:
+    """Print the dataset graph: what each dataset reads, as text, Mermaid or Graphviz DOT."""
+    from deltaflow.render import FORMATS
+
+    if format not in FORMATS:
+        raise ConfigError(f"unknown format '{format}'", location="--format", hint="text, mermaid or dot")
+    out.print(FORMATS[format](_analyse(spec)), markup=False, soft_wrap=True)
 
 
 @app.command()

@@ -68,10 +68,18 @@ def activate(ctx: PipelineContext) -> Iterator[PipelineContext]:
 
 
 class SparkProxy:
-    """``spark`` as definition files see it: the active pipeline's SparkSession, looked up on use."""
+    """``spark`` as definition files see it: the active pipeline's SparkSession, looked up on use.
+
+    ``spark.read`` and ``spark.readStream`` resolve ``.table(name)`` to the pipeline's datasets.
+    """
 
     def __getattr__(self, name: str) -> Any:
-        return getattr(current().spark, name)
+        spark = current().spark
+        if name in ("read", "readStream"):
+            from deltaflow.sources.delta import PipelineReader
+
+            return PipelineReader(getattr(spark, name), streaming=name == "readStream")
+        return getattr(spark, name)
 
     def __repr__(self) -> str:
         return "<deltaflow spark: the active pipeline's SparkSession>"

@@ -1,7 +1,11 @@
 """The pipeline graph: frozen datasets and flows, with where each was defined.
 
-A *dataset* is a table deltaflow owns (``<storage>/tables/<name>``); a *flow* is one streaming query that
-writes into a dataset. ``@dp.table`` declares both at once (the flow is named after the table).
+A *dataset* is a streaming table or materialized view deltaflow owns (``<storage>/tables/<name>``), or a
+temporary view (a named query, never stored). A *flow* is one query that writes into a dataset:
+``@dp.table`` and ``@dp.materialized_view`` declare both at once (the flow is named after the dataset);
+``@dp.append_flow`` adds more flows to a streaming table.
+
+Which datasets a flow reads is only known once its function has run; see :mod:`deltaflow.resolve`.
 
 Example:
     >>> loc = SourceLocation("transformations/bronze.py", 12)
@@ -12,7 +16,8 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import difflib
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -20,8 +25,13 @@ from deltaflow.errors import GraphError
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
+    from pyspark.sql.types import StructType
 
-DatasetKind = Literal["table"]
+DatasetKind = Literal["table", "materialized_view", "temporary_view"]
+
+KIND_LABELS: dict[str, str] = {
+    "table": "streaming table", "materialized_view": "materialized view", "temporary_view": "temporary view",
+}
 
 
 @dataclass(frozen=True)
@@ -36,8 +46,22 @@ class SourceLocation:
 
 
 @dataclass(frozen=True)
+class WindowRefresh:
+    """How a materialized view grouped by a tumbling time window is refreshed incrementally.
+
+    Created with :func:`deltaflow.by_window`. For each batch of new rows in its inputs, deltaflow finds the
+    windows of ``column`` those rows fall in, recomputes the view's query over the inputs' rows in those
+    windows only, and replaces the view's rows whose ``output`` is one of those window starts.
+    """
+
+    column: str
+    duration: str
+    output: str = "window.start"
+
+
+@dataclass(frozen=True)
 class Dataset:
-    """A Delta table the pipeline maintains."""
+    """A table or view of the pipeline."""
 
     name: str
     kind: DatasetKind
@@ -45,11 +69,18 @@ class Dataset:
     comment: str | None = None
     partition_cols: tuple[str, ...] = ()
     table_properties: Mapping[str, str] = field(default_factory=dict)
+    schema: StructType | str | None = None
+    refresh: WindowRefresh | None = None
+
+    @property
+    def stored(self) -> bool:
+        """True for datasets kept as Delta tables (everything but temporary views)."""
+        return self.kind != "temporary_view"
 
 
 @dataclass(frozen=True)
 class Flow:
-    """One streaming query: ``func()`` returns the DataFrame whose rows are written to ``target``."""
+    """One query: ``func()`` returns the DataFrame whose rows go to ``target``."""
 
     name: str
     target: str
@@ -81,12 +112,33 @@ class PipelineGraph:
                              location=str(flow.location))
         self.flows[flow.name] = flow
 
+    def flows_into(self, dataset: str) -> list[Flow]:
+        """The flows writing into ``dataset``, in definition order."""
+        return [f for f in self.flows.values() if f.target == dataset]
+
     def validate(self) -> None:
-        """Check that every flow writes into a declared dataset and that there is something to run."""
+        """Check that every flow writes into a declared dataset of the right kind, and each table is fed."""
         for flow in self.flows.values():
-            if flow.target not in self.datasets:
-                raise GraphError(f"flow '{flow.name}' writes to unknown dataset '{flow.target}'",
+            target = self.datasets.get(flow.target)
+            if target is None:
+                raise GraphError(f"flow '{flow.name}' writes to unknown dataset '{flow.target}'"
+                                 f"{suggest(flow.target, self.datasets)}", location=str(flow.location),
+                                 hint="declare it with dp.create_streaming_table or @dp.table")
+            if flow.name != flow.target and target.kind != "table":
+                raise GraphError(f"append flow '{flow.name}' targets {KIND_LABELS[target.kind]} "
+                                 f"'{flow.target}'; append flows only write to streaming tables",
                                  location=str(flow.location))
+        for dataset in self.datasets.values():
+            if not self.flows_into(dataset.name):
+                raise GraphError(f"streaming table '{dataset.name}' has no flow writing into it",
+                                 location=str(dataset.location),
+                                 hint=f"add @dp.append_flow(target='{dataset.name}')")
         if not self.flows:
             raise GraphError("the pipeline defines no tables or flows",
                              hint="check 'libraries' in deltaflow.yml")
+
+
+def suggest(name: str, known: Iterable[str]) -> str:
+    """`` (did you mean 'x'?)`` for the closest known name, or an empty string."""
+    close = difflib.get_close_matches(name, list(known), n=1)
+    return f" (did you mean '{close[0]}'?)" if close else ""

@@ -11,7 +11,10 @@ Example ``deltaflow.yml``::
     kafka:
       bootstrap_servers: ${KAFKA_BOOTSTRAP:-127.0.0.1:19092}
       options: {sasl.password: ${KAFKA_PASSWORD}}   # secret: never printed
-    trigger: {mode: continuous, interval: 5 seconds}
+    trigger:
+      mode: continuous
+      interval: 5 seconds
+      flows: {gold_daily_sales: {interval: 5 minutes}}   # per-flow override
 
 Example:
     >>> from pathlib import Path
@@ -57,22 +60,34 @@ class KafkaSpec(_Strict):
     options: dict[str, str] = Field(default_factory=dict)
 
 
+def _check_interval(value: str | None) -> str | None:
+    if value is not None and not _INTERVAL.match(value):
+        raise ValueError(f"'{value}' is not a duration like '10 seconds' or '500 ms'")
+    return value.strip() if value is not None else None
+
+
+class FlowTriggerSpec(_Strict):
+    """One flow's trigger, overriding the pipeline's: either field may be left out."""
+
+    mode: TriggerMode | None = None
+    interval: str | None = None
+
+    _interval_is_duration = field_validator("interval")(_check_interval)
+
+
 class TriggerSpec(_Strict):
     """How often flows run: ``available_now`` (process what is there, exit), ``continuous`` or ``once``.
 
     ``interval`` applies to ``continuous``: a processing-time interval such as ``"10 seconds"``;
-    ``"0 seconds"`` (the default) starts the next batch as soon as the previous one ends.
+    ``"0 seconds"`` (the default) starts the next batch as soon as the previous one ends. ``flows``
+    overrides either for single flows, e.g. ``flows: {gold_daily_sales: {interval: 5 minutes}}``.
     """
 
     mode: TriggerMode = "available_now"
     interval: str = "0 seconds"
+    flows: dict[str, FlowTriggerSpec] = Field(default_factory=dict)
 
-    @field_validator("interval")
-    @classmethod
-    def _interval_is_duration(cls, value: str) -> str:
-        if not _INTERVAL.match(value):
-            raise ValueError(f"'{value}' is not a duration like '10 seconds' or '500 ms'")
-        return value.strip()
+    _interval_is_duration = field_validator("interval")(_check_interval)
 
 
 class Spec(_Strict):

@@ -29,3 +29,10 @@ def current_generation(storage: str, dataset: str, flow: str) -> int:
     root = Path(checkpoint_root(storage, dataset, flow))
     generations = [int(p.name) for p in root.glob("*") if p.is_dir() and p.name.isdigit()]
     return max(generations, default=0)
+
+
+def start_generation(storage: str, dataset: str, flow: str, generation: int) -> str:
+    """Make ``generation`` the flow's current one (an empty checkpoint: the flow starts from scratch)."""
+    path = checkpoint_path(storage, dataset, flow, generation)
+    Path(path).mkdir(parents=True, exist_ok=True)
+    return path

@@ -1,8 +1,10 @@
-"""Run a pipeline: start one streaming query per flow in one SparkSession, watch them, stop them cleanly.
+"""Run a pipeline: resolve it, start one query per flow in one SparkSession, watch them, stop them cleanly.
 
 Each flow writes through its own checkpoint (see :mod:`deltaflow.runtime.checkpoints`), so each restarts
 on its own; a flow that fails stops alone while the others go on, and the run reports it at the end.
-A stop request (Ctrl-C, SIGTERM) lets each flow finish the batch it is writing, then stops it.
+Flows that stop by themselves (available-now, once) start once the flows they read from have finished, so
+one run carries new data from bronze to gold; continuous flows all start at once. A stop request (Ctrl-C,
+SIGTERM) lets each flow finish the batch it is writing, then stops it.
 
 Example:
     >>> run = PipelineRun(spec, graph, spark, Trigger("available_now"))  # doctest: +SKIP
@@ -14,15 +16,19 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
-from deltaflow.context import PipelineContext, activate
-from deltaflow.errors import DeltaflowError, FlowError, GraphError
+from deltaflow.context import PipelineContext
+from deltaflow.errors import ConfigError, FlowError
+from deltaflow.graph import suggest
+from deltaflow.resolve import Resolver, first_line
 from deltaflow.runtime.checkpoints import checkpoint_path, current_generation
+from deltaflow.runtime.refresh import FullRefresh
 from deltaflow.runtime.triggers import Trigger
 from deltaflow.sinks.append import ensure_table, start_append
+from deltaflow.sinks.materialize import MaterializedView
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -32,6 +38,39 @@ if TYPE_CHECKING:
     from deltaflow.spec import Spec
 
 POLL_SECONDS = 0.2
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """Which datasets a run updates, and which it rebuilds from scratch.
+
+    Args:
+        refresh: Only these datasets and the datasets they read (None: every dataset).
+        full_refresh: These datasets and every dataset downstream of them start from scratch.
+        full_refresh_all: Every dataset starts from scratch.
+
+    """
+
+    refresh: frozenset[str] | None = None
+    full_refresh: frozenset[str] = frozenset()
+    full_refresh_all: bool = False
+
+    def check(self, graph: PipelineGraph) -> None:
+        """Every named dataset exists and is stored.
+
+        Raises:
+            ConfigError: Naming the option and the unknown dataset.
+
+        """
+        for option, names in (("--refresh", self.refresh or ()), ("--full-refresh", self.full_refresh)):
+            for name in names:
+                dataset = graph.datasets.get(name)
+                if dataset is None:
+                    raise ConfigError(f"unknown dataset '{name}'{suggest(name, graph.datasets)}",
+                                      location=option, hint="see 'deltaflow graph'")
+                if not dataset.stored:
+                    raise ConfigError(f"'{name}' is a temporary view; there is nothing to refresh",
+                                      location=option)
 
 
 @dataclass(frozen=True)
@@ -52,11 +91,12 @@ class FlowOutcome:
 
     flow: str
     location: str
-    state: Literal["completed", "stopped", "failed"]
+    state: Literal["completed", "stopped", "failed", "not started"]
     error: str | None = None
 
 
 ProgressCallback = Callable[[BatchProgress], None]
+MessageCallback = Callable[[str], None]
 
 
 class PipelineRun:
@@ -68,50 +108,159 @@ class PipelineRun:
         spark: The session to run in.
         trigger: When flows run.
         on_batch: Called (on the caller's thread) for every micro-batch that read rows.
+        plan: What to run and what to rebuild (default: run everything).
+        flow_triggers: Per-flow triggers overriding ``trigger``.
+        on_message: Told about longer steps (full refreshes).
 
     """
 
     def __init__(self, spec: Spec, graph: PipelineGraph, spark: SparkSession, trigger: Trigger,
-                 on_batch: ProgressCallback | None = None) -> None:
+                 on_batch: ProgressCallback | None = None, plan: RunPlan | None = None,
+                 flow_triggers: Mapping[str, Trigger] | None = None,
+                 on_message: MessageCallback | None = None) -> None:
         self.spec = spec
         self.graph = graph
         self.spark = spark
         self.trigger = trigger
         self.on_batch = on_batch
+        self.plan = plan or RunPlan()
+        self.flow_triggers = dict(flow_triggers or {})
+        self.on_message = on_message or (lambda message: None)
         self.context = PipelineContext(spark=spark, spec=spec)
+        self.resolver = Resolver(graph, self.context)
         self.queries: dict[str, StreamingQuery] = {}
+        self.views: dict[str, MaterializedView] = {}
+        self.pending: list[str] = []
+        self.finished: dict[str, FlowOutcome] = {}
         self._reported: dict[str, int] = {}
 
-    def start(self) -> None:
-        """Build every flow's DataFrame and start its query (tables are created first)."""
-        with activate(self.context):
-            for flow in self.graph.flows.values():
-                self.queries[flow.name] = self._start_flow(flow)
+    # -- starting ---------------------------------------------------------------------------------------
 
-    def _start_flow(self, flow: Flow) -> StreamingQuery:
-        dataset = self.graph.datasets[flow.target]
+    def start(self) -> None:
+        """Resolve the graph, create tables, do full refreshes, and start the flows that can start."""
+        self.plan.check(self.graph)
+        self.resolver.resolve()
+        selected = self._selected()
+        for dataset in self._full_refresh_set(selected):
+            self._full_refresh(dataset)
+        self.pending = [f.name for d in self.resolver.order() if d in selected
+                        for f in self.graph.flows_into(d)]
+        self._start_ready(threading.Event())
+
+    def trigger_of(self, flow: str) -> Trigger:
+        """The trigger ``flow`` runs with."""
+        return self.flow_triggers.get(flow, self.trigger)
+
+    def _selected(self) -> set[str]:
+        stored = {n for n, d in self.graph.datasets.items() if d.stored}
+        if self.plan.refresh is None:
+            return stored
+        return self.resolver.upstream(set(self.plan.refresh)) & stored
+
+    def _full_refresh_set(self, selected: set[str]) -> list[str]:
+        names = set(self.graph.datasets) if self.plan.full_refresh_all else set(self.plan.full_refresh)
+        names = self.resolver.downstream(names)
+        unfinished = {d for d in selected if FullRefresh(self.spec.storage_path, d).pending() is not None}
+        return [d for d in self.resolver.order()
+                if d in (names | unfinished) and self.graph.datasets[d].stored]
+
+    def _full_refresh(self, dataset: str) -> None:
+        storage = self.spec.storage_path
+        refresh = FullRefresh(storage, dataset)
+        flows = self.graph.flows_into(dataset)
+        if refresh.pending() is None:
+            refresh.request({f.name: current_generation(storage, dataset, f.name) + 1 for f in flows})
+        kind = self.resolver.kinds[dataset]
+        how = "recompute" if kind != "table" else "rebuild in staging"
+        self.on_message(f"{dataset}: full refresh ({how})")
         try:
-            df = flow.func()
-        except DeltaflowError:
+            if kind == "materialized_view":
+                self._view(dataset).refresh_all()
+            else:
+                self._refill(dataset, refresh)
+        except FlowError:
             raise
         except Exception as exc:
-            raise GraphError(f"flow '{flow.name}' failed to build: {_first_line(exc)}",
-                             location=str(flow.location)) from exc
-        if not getattr(df, "isStreaming", False):
-            raise GraphError(f"@dp.table '{dataset.name}' must return a streaming DataFrame",
-                             location=str(flow.location), hint="read with dp.read_kafka / dp.read_files")
+            raise FlowError(f"full refresh of '{dataset}' failed: {first_line(exc)}",
+                            location=str(self.graph.datasets[dataset].location)) from exc
+        refresh.finish()
+
+    def _refill(self, dataset: str, refresh: FullRefresh) -> None:
+        spec = self.graph.datasets[dataset]
+        ensure_table(self.spark, spec, refresh.staging, self.resolver.schemas[dataset])
+        for flow in self.graph.flows_into(dataset):
+            query = self._start_append(flow, path=refresh.staging, trigger=Trigger("available_now"))
+            query.awaitTermination()
+            error = query.exception()
+            if error is not None:
+                raise FlowError(f"full refresh of '{dataset}': flow '{flow.name}' failed: "
+                                f"{first_line(error)}", location=str(flow.location))
+        staged = self.spark.read.format("delta").load(refresh.staging)
+        writer = staged.write.format("delta").mode("overwrite").option("overwriteSchema", "true")
+        if spec.partition_cols:
+            writer = writer.partitionBy(*spec.partition_cols)
+        writer.save(self.context.table_path(dataset))
+        self.on_message(f"{dataset}: replaced with {staged.count():,} rebuilt rows")
+
+    def _start_ready(self, stop: threading.Event) -> None:
+        for name in list(self.pending):
+            if stop.is_set():
+                return
+            if all(self._settled(upstream) for upstream in self._upstream_flows(name)):
+                self.pending.remove(name)
+                self._start(self.graph.flows[name])
+
+    def _upstream_flows(self, flow: str) -> list[str]:
+        stored: set[str] = set()
+        for name in self.resolver.flows[flow].inputs:
+            view = self.resolver.kinds[name] == "temporary_view"
+            stored |= set(self.resolver.stored_inputs(name)) if view else {name}
+        return [f.name for d in stored for f in self.graph.flows_into(d)]
+
+    def _settled(self, flow: str) -> bool:
+        """Whether readers of ``flow``'s output may start: it finished, or it runs continuously."""
+        if flow in self.pending:
+            return False
+        query = self.queries.get(flow)
+        return query is None or not query.isActive or not self.trigger_of(flow).stops_by_itself
+
+    def _start(self, flow: Flow) -> None:
+        try:
+            if self.resolver.kinds[flow.target] == "materialized_view":
+                query = self._view(flow.target).start(self.trigger_of(flow.name))
+                if query is None:
+                    self.finished[flow.name] = FlowOutcome(flow.name, str(flow.location), "completed")
+                    return
+            else:
+                query = self._start_append(flow, path=self.context.table_path(flow.target),
+                                           trigger=self.trigger_of(flow.name))
+        except Exception as exc:
+            self.finished[flow.name] = FlowOutcome(flow.name, str(flow.location), "failed", first_line(exc))
+            return
+        self.queries[flow.name] = query
+
+    def _start_append(self, flow: Flow, *, path: str, trigger: Trigger) -> StreamingQuery:
         storage = self.spec.storage_path
-        path = self.context.table_path(dataset.name)
-        ensure_table(self.spark, dataset, path, df)
-        generation = current_generation(storage, dataset.name, flow.name)
+        generation = current_generation(storage, flow.target, flow.name)
         return start_append(
-            df, name=flow.name, path=path, trigger=self.trigger, partition_cols=dataset.partition_cols,
-            checkpoint=checkpoint_path(storage, dataset.name, flow.name, generation),
+            self.resolver.flows[flow.name].df, name=flow.name, path=path, trigger=trigger,
+            partition_cols=self.graph.datasets[flow.target].partition_cols,
+            checkpoint=checkpoint_path(storage, flow.target, flow.name, generation),
         )
+
+    def _view(self, dataset: str) -> MaterializedView:
+        if dataset not in self.views:
+            storage = self.spec.storage_path
+            generation = current_generation(storage, dataset, dataset)
+            checkpoint = checkpoint_path(storage, dataset, dataset, generation)
+            self.views[dataset] = MaterializedView(self.resolver, dataset, checkpoint)
+        return self.views[dataset]
+
+    # -- watching ---------------------------------------------------------------------------------------
 
     def poll_progress(self) -> None:
         """Report micro-batches committed since the last call."""
-        for name, query in self.queries.items():
+        for name, query in list(self.queries.items()):
             for progress in query.recentProgress:
                 if progress.batchId <= self._reported.get(name, -1) or progress.numInputRows == 0:
                     continue
@@ -125,9 +274,10 @@ class PipelineRun:
                     ))
 
     def wait(self, stop: threading.Event, grace_seconds: float = 120.0) -> list[FlowOutcome]:
-        """Watch the queries until all have ended or ``stop`` is set, then stop them between batches."""
-        while any(q.isActive for q in self.queries.values()):
+        """Watch the flows until all have ended or ``stop`` is set, then stop them between batches."""
+        while self.pending or any(q.isActive for q in self.queries.values()):
             self.poll_progress()
+            self._start_ready(stop)
             if stop.wait(POLL_SECONDS):
                 self.stop(grace_seconds)
                 break
@@ -157,13 +307,18 @@ class PipelineRun:
             query.stop()
 
     def outcomes(self, stopped: bool) -> list[FlowOutcome]:
-        """The state each flow ended in."""
+        """The state each flow ended in, in definition order."""
         result = []
-        for name, query in self.queries.items():
-            location = str(self.graph.flows[name].location)
-            error = query.exception()
-            if error is not None:
-                result.append(FlowOutcome(name, location, "failed", _first_line(error)))
+        for name, flow in self.graph.flows.items():
+            location = str(flow.location)
+            query = self.queries.get(name)
+            if name in self.finished:
+                result.append(self.finished[name])
+            elif query is None:
+                if self.graph.datasets[flow.target].stored and name in self.pending:
+                    result.append(FlowOutcome(name, location, "not started"))
+            elif (error := query.exception()) is not None:
+                result.append(FlowOutcome(name, location, "failed", first_line(error)))
             else:
                 result.append(FlowOutcome(name, location, "stopped" if stopped else "completed"))
         return result
@@ -182,8 +337,3 @@ class PipelineRun:
 def _last_batch(query: StreamingQuery) -> tuple[int, str] | None:
     progress = query.lastProgress
     return (progress.batchId, progress.timestamp) if progress is not None else None
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(getattr(exc, "desc", None) or exc).strip()
-    return text.splitlines()[0][:300] if text else type(exc).__name__

@@ -9,10 +9,13 @@ Example:
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from deltaflow.spec import TriggerMode
+from deltaflow.errors import ConfigError
+from deltaflow.graph import suggest
+from deltaflow.spec import Spec, TriggerMode
 
 if TYPE_CHECKING:
     from pyspark.sql.streaming.readwriter import DataStreamWriter
@@ -46,3 +49,23 @@ class Trigger:
         if number and float(number.group()) == 0:
             return "continuous, as fast as possible"
         return f"continuous, every {self.interval}"
+
+
+def flow_triggers(spec: Spec, flows: Iterable[str], base: Trigger, mode_given: bool) -> dict[str, Trigger]:
+    """Each flow's trigger: ``base`` with the spec's per-flow overrides (``trigger.flows``) on top.
+
+    A mode given on the command line (``mode_given``) wins over per-flow modes; per-flow intervals apply.
+
+    Raises:
+        ConfigError: ``trigger.flows`` names a flow the pipeline does not have.
+
+    """
+    known = list(flows)
+    result = {}
+    for name, override in spec.trigger.flows.items():
+        if name not in known:
+            raise ConfigError(f"trigger.flows: unknown flow '{name}'{suggest(name, known)}",
+                              location=str(spec.path))
+        mode = base.mode if mode_given or override.mode is None else override.mode
+        result[name] = Trigger(mode, override.interval or base.interval)
+    return result

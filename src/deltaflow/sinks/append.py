@@ -15,15 +15,16 @@ from deltaflow.runtime.triggers import Trigger
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.streaming.query import StreamingQuery
+    from pyspark.sql.types import StructType
 
     from deltaflow.graph import Dataset
 
 
-def ensure_table(spark: SparkSession, dataset: Dataset, path: str, df: DataFrame) -> None:
-    """Create the Delta table at ``path`` from ``df``'s schema unless it exists."""
+def ensure_table(spark: SparkSession, dataset: Dataset, path: str, schema: StructType) -> None:
+    """Create the Delta table at ``path`` with ``schema`` unless it exists."""
     from delta.tables import DeltaTable
 
-    builder = DeltaTable.createIfNotExists(spark).location(path).addColumns(df.schema)
+    builder = DeltaTable.createIfNotExists(spark).location(path).addColumns(schema)
     if dataset.partition_cols:
         builder = builder.partitionedBy(*dataset.partition_cols)
     for key, value in dataset.table_properties.items():

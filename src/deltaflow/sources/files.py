@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from deltaflow.context import current
 from deltaflow.errors import SourceError
+from deltaflow.resolve import note_source
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -71,5 +72,6 @@ def read_files(
         reader = reader.option("maxFilesPerTrigger", str(max_files_per_trigger))
     for key, value in options.items():
         reader = reader.option(key, str(value))
+    note_source(f"files:{path}")
     return reader.load(location).select(
         "*", F.col("_metadata.file_path").alias("source_file"), F.current_timestamp().alias("ingested_at"))

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from deltaflow.context import current
 from deltaflow.errors import SourceError
+from deltaflow.resolve import note_source
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -89,6 +90,8 @@ def read_kafka(
     for key, value in options.items():
         reader = reader.option(key, str(value))
     raw = reader.load()
+    for name in topic if isinstance(topic, list) else [topic]:
+        note_source(f"kafka:{name}")
 
     # try_validate_utf8 is one scan that yields the text, or null when the bytes are not UTF-8: only then
     # are the bytes kept aside and the text repaired.

@@ -1,0 +1,95 @@
+"""Pictures of a resolved pipeline: plain text, Mermaid and Graphviz DOT (``deltaflow graph``).
+
+Example:
+    >>> print(text(resolver))  # doctest: +SKIP
+    bronze_clicks  streaming table  transformations/bronze.py:6
+      <- kafka:clicks
+    silver_clicks  streaming table  transformations/silver.py:12
+      <- bronze_clicks (stream)
+
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+from deltaflow.graph import KIND_LABELS
+
+if TYPE_CHECKING:
+    from deltaflow.resolve import Resolver
+
+
+def _label(resolver: Resolver, name: str) -> str:
+    kind = KIND_LABELS[resolver.kinds[name]]
+    refresh = resolver.graph.datasets[name].refresh
+    if resolver.kinds[name] == "materialized_view" and refresh is not None:
+        kind += f", by window {refresh.column} {refresh.duration}"
+    return kind
+
+
+def _edges(resolver: Resolver, name: str) -> list[tuple[str, str, bool]]:
+    """(source, via, is_dataset) for each input of ``name``: datasets read, then outside sources."""
+    edges = []
+    for flow in resolver.graph.flows_into(name):
+        resolved = resolver.flows[flow.name]
+        via = "" if flow.name == name else f"flow {flow.name}"
+        edges += [(source, via, False) for source in resolved.sources]
+        edges += [(upstream, ", ".join(p for p in (mode, via) if p), True)
+                  for upstream, mode in resolved.inputs.items()]
+    return edges
+
+
+def text(resolver: Resolver) -> str:
+    """One block per dataset, upstream first: its kind, location, and what it reads."""
+    names = resolver.order()
+    width = max(len(n) for n in names)
+    lines = []
+    for name in names:
+        dataset = resolver.graph.datasets[name]
+        lines.append(f"{name:<{width}}  {_label(resolver, name)}  {dataset.location}")
+        for source, via, _ in _edges(resolver, name):
+            lines.append(f"  <- {source}" + (f" ({via})" if via else ""))
+    return "\n".join(lines)
+
+
+def _node_id(name: str) -> str:
+    return re.sub(r"\W", "_", name)
+
+
+def mermaid(resolver: Resolver) -> str:
+    """A Mermaid flowchart (paste into Markdown between ```mermaid fences)."""
+    lines = ["flowchart LR"]
+    sources: dict[str, str] = {}
+    for name in resolver.order():
+        shape = ("[(", ")]") if resolver.graph.datasets[name].stored else ("([", "])")
+        label = f"{name}<br/><small>{_label(resolver, name)}</small>"
+        lines.append(f'  {_node_id(name)}{shape[0]}"{label}"{shape[1]}')
+    for name in resolver.order():
+        for source, via, is_dataset in _edges(resolver, name):
+            if not is_dataset and source not in sources:
+                sources[source] = f"src{len(sources)}"
+                lines.insert(1, f'  {sources[source]}>"{source}"]')
+            start = _node_id(source) if is_dataset else sources[source]
+            arrow = "-.->" if via.startswith("batch") else "-->"
+            lines.append(f"  {start} {arrow}{f'|{via}|' if via else ''} {_node_id(name)}")
+    return "\n".join(lines)
+
+
+def dot(resolver: Resolver) -> str:
+    """A Graphviz digraph (``deltaflow graph --format dot | dot -Tsvg > graph.svg``)."""
+    lines = ["digraph pipeline {", "  rankdir=LR;", "  node [fontname=Helvetica];"]
+    for name in resolver.order():
+        shape = "cylinder" if resolver.graph.datasets[name].stored else "box"
+        lines.append(f'  "{name}" [shape={shape}, label="{name}\\n{_label(resolver, name)}"];')
+    for name in resolver.order():
+        for source, via, is_dataset in _edges(resolver, name):
+            if not is_dataset:
+                lines.append(f'  "{source}" [shape=cds];')
+            style = ", style=dashed" if via.startswith("batch") else ""
+            lines.append(f'  "{source}" -> "{name}" [label="{via}"{style}];')
+    lines.append("}")
+    return "\n".join(lines)
+
+
+FORMATS = {"text": text, "mermaid": mermaid, "dot": dot}

@@ -1,0 +1,351 @@
+"""Resolve a pipeline graph: run each flow's function, learn what it reads, and check the whole.
+
+A flow's inputs are only known once its function runs: ``spark.readStream.table("bronze")``,
+``spark.read.table(...)``, ``dp.read_stream(...)`` and ``dp.read(...)`` all land in :meth:`Resolver.read`,
+which resolves the dataset read first (depth first, so a cycle is caught where it closes), records the
+edge, and returns a DataFrame over the dataset's Delta table. When only analysing (``deltaflow dry-run``)
+tables are never created: reads return empty DataFrames of the right schema, and nothing is written.
+
+Example:
+    >>> resolved = Resolver(graph, context, analyze_only=True).resolve()  # doctest: +SKIP
+    >>> resolved.flows["silver_clicks"].inputs
+    {'bronze_clicks': 'stream'}
+
+"""
+
+from __future__ import annotations
+
+import inspect
+import threading
+import traceback
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from deltaflow.context import PipelineContext, activate
+from deltaflow.errors import DeltaflowError, GraphError
+from deltaflow.graph import KIND_LABELS, Dataset, DatasetKind, Flow, PipelineGraph, suggest
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame
+    from pyspark.sql.types import StructType
+
+ReadMode = Literal["stream", "batch"]
+
+#: Delta streaming source options deltaflow passes through (Spark ignores misspelt options silently).
+DELTA_STREAM_OPTIONS = (
+    "maxFilesPerTrigger", "maxBytesPerTrigger", "startingVersion", "startingTimestamp", "skipChangeCommits",
+    "ignoreDeletes", "ignoreChanges", "withEventTimeOrder", "readChangeFeed", "excludeRegex",
+    "failOnDataLoss", "schemaTrackingLocation", "allowSourceColumnRenameAndDrop",
+)
+DELTA_BATCH_OPTIONS = ("versionAsOf", "timestampAsOf", "readChangeFeed", "startingVersion",
+                       "endingVersion", "startingTimestamp", "endingTimestamp")
+
+
+@dataclass
+class ResolvedFlow:
+    """A flow with its DataFrame and the datasets it reads (temporary views included)."""
+
+    flow: Flow
+    df: DataFrame
+    inputs: dict[str, ReadMode] = field(default_factory=dict)
+    sources: list[str] = field(default_factory=list)
+
+    @property
+    def streaming(self) -> bool:
+        """Whether the flow's query is a streaming one."""
+        return bool(self.df.isStreaming)
+
+
+_RESOLVER: ContextVar[Resolver | None] = ContextVar("deltaflow_resolver", default=None)
+
+
+def active_resolver() -> Resolver:
+    """The resolver of the flow being built.
+
+    Raises:
+        GraphError: Outside a dataset function run by deltaflow.
+
+    """
+    resolver = _RESOLVER.get()
+    if resolver is None:
+        raise GraphError("pipeline datasets can only be read inside a dataset function run by deltaflow",
+                         hint="call dp.read_stream / spark.readStream.table inside a @dp.table function")
+    return resolver
+
+
+def note_source(label: str) -> None:
+    """Record that the flow being built reads an outside source (shown by ``deltaflow graph``)."""
+    resolver = _RESOLVER.get()
+    if resolver is not None and resolver._building:
+        resolver._building[-1].sources.append(label)
+
+
+class Resolver:
+    """Resolves datasets and flows, and answers questions about the resulting graph.
+
+    Args:
+        graph: The registered definitions.
+        context: The pipeline's session and spec.
+        analyze_only: Never create tables; read placeholders of the right schema instead.
+
+    """
+
+    def __init__(self, graph: PipelineGraph, context: PipelineContext, *, analyze_only: bool = False) -> None:
+        self.graph = graph
+        self.context = context
+        self.analyze_only = analyze_only
+        self.flows: dict[str, ResolvedFlow] = {}
+        self.kinds: dict[str, DatasetKind] = {}
+        self.schemas: dict[str, StructType] = {}
+        self._resolving: list[str] = []
+        self._building: list[ResolvedFlow] = []
+        self._restrict: Mapping[str, Column] | None = None
+        self._lock = threading.RLock()  # views refresh from several foreachBatch threads
+
+    # -- resolution -------------------------------------------------------------------------------------
+
+    def resolve(self) -> Resolver:
+        """Resolve every dataset (in definition order, upstream first) and return ``self``."""
+        with activate(self.context), self._active():
+            for name in self.graph.datasets:
+                self._dataset(name)
+        return self
+
+    @contextmanager
+    def _active(self) -> Iterator[None]:
+        token = _RESOLVER.set(self)
+        try:
+            yield
+        finally:
+            _RESOLVER.reset(token)
+
+    def _dataset(self, name: str) -> None:
+        if name in self.kinds:
+            return
+        dataset = self.graph.datasets[name]
+        self._resolving.append(name)
+        try:
+            resolved = [self._build(flow) for flow in self.graph.flows_into(name)]
+        finally:
+            self._resolving.pop()
+        self.kinds[name] = self._kind(dataset, resolved)
+        self.schemas[name] = self._schema(dataset, resolved)
+        if dataset.stored and not self.analyze_only:
+            from deltaflow.sinks.append import ensure_table
+
+            ensure_table(self.context.spark, dataset, self.context.table_path(name), self.schemas[name])
+
+    def _build(self, flow: Flow) -> ResolvedFlow:
+        resolved = ResolvedFlow(flow, df=None)  # type: ignore[arg-type]  # set below
+        self._building.append(resolved)
+        try:
+            df = flow.func()
+        except DeltaflowError:
+            raise
+        except Exception as exc:
+            raise GraphError(f"flow '{flow.name}' failed to build: {first_line(exc)}",
+                             location=_failing_line(exc, flow)) from exc
+        finally:
+            self._building.pop()
+        if not hasattr(df, "isStreaming"):
+            raise GraphError(f"flow '{flow.name}' returned {type(df).__name__}, not a DataFrame",
+                             location=str(flow.location))
+        resolved.df = df
+        self.flows[flow.name] = resolved
+        return resolved
+
+    def _kind(self, dataset: Dataset, flows: list[ResolvedFlow]) -> DatasetKind:
+        if dataset.kind == "materialized_view" and flows[0].streaming:
+            raise GraphError(f"materialized view '{dataset.name}' returns a streaming DataFrame",
+                             location=str(dataset.location),
+                             hint="read inputs with spark.read.table / dp.read, or declare it with @dp.table")
+        if dataset.kind == "table" and len(flows) == 1 and not flows[0].streaming and dataset.schema is None:
+            return "materialized_view"  # @dp.table over a batch query, as in Spark Declarative Pipelines
+        if dataset.kind == "table":
+            for batch in (f for f in flows if not f.streaming):
+                raise GraphError(f"flow '{batch.flow.name}' into streaming table '{dataset.name}' returns a "
+                                 "batch DataFrame", location=str(batch.flow.location),
+                                 hint="read its input with spark.readStream.table / dp.read_stream")
+        return dataset.kind
+
+    def _schema(self, dataset: Dataset, flows: list[ResolvedFlow]) -> StructType:
+        if dataset.schema is not None:
+            return self.context.spark.createDataFrame([], dataset.schema).schema
+        return flows[0].df.schema
+
+    # -- reads ------------------------------------------------------------------------------------------
+
+    def read(self, name: str, *, streaming: bool, options: Mapping[str, Any] | None = None) -> DataFrame:
+        """A DataFrame over pipeline dataset ``name``, recording the read on the flow being built.
+
+        Raises:
+            GraphError: Unknown dataset, a cycle, a streaming read of a batch-only dataset, or an unknown
+                option; located at the line of the read.
+
+        """
+        options = dict(options or {})
+        reader = self._building[-1] if self._building else None
+        where = self._read_location(reader)
+        what = f"flow '{reader.flow.name}'" if reader else "a definition"
+        if name not in self.graph.datasets:
+            raise GraphError(f"{what} reads unknown dataset '{name}'{suggest(name, self.graph.datasets)}",
+                             location=where, hint="declare it with @dp.table / @dp.materialized_view, or "
+                             "read an external Delta table with spark.read.format('delta').load(path)")
+        if name in self._resolving:
+            cycle = " -> ".join([*self._resolving[self._resolving.index(name):], name])
+            raise GraphError(f"cycle in the dataset graph: {cycle}", location=where)
+        _check_options(options, DELTA_STREAM_OPTIONS if streaming else DELTA_BATCH_OPTIONS, name, where)
+        self._dataset(name)
+        if reader is not None:
+            reader.inputs[name] = "stream" if streaming else "batch"
+        kind = self.kinds[name]
+        if kind == "temporary_view":
+            return self._read_view(name, streaming, where)
+        if streaming and kind == "materialized_view":
+            raise GraphError(f"{what} reads materialized view '{name}' as a stream; materialized views are "
+                             "batch-only", location=where, hint=f"use spark.read.table('{name}')")
+        return self._read_table(name, streaming, options)
+
+    def _read_view(self, name: str, streaming: bool, where: str) -> DataFrame:
+        view = self.flows[name]
+        df = view.df if self._restrict is None else self._call(view.flow)
+        if bool(df.isStreaming) != streaming:
+            shape, verb = (("streaming", "dp.read_stream / spark.readStream.table") if df.isStreaming
+                           else ("batch", "dp.read / spark.read.table"))
+            raise GraphError(f"temporary view '{name}' is a {shape} query but is read as a "
+                             f"{'stream' if streaming else 'batch'}", location=where,
+                             hint=f"read it with {verb}")
+        return df
+
+    def _read_table(self, name: str, streaming: bool, options: Mapping[str, Any]) -> DataFrame:
+        spark = self.context.spark
+        schema = self.schemas[name]
+        if self.analyze_only:
+            return _placeholder(spark, schema, streaming)
+        path = self.context.table_path(name)
+        if streaming:
+            return spark.readStream.format("delta").options(**options).load(path)
+        df = spark.read.format("delta").options(**options).load(path)
+        restrict = (self._restrict or {}).get(name)
+        return df.where(restrict) if restrict is not None else df
+
+    def _read_location(self, reader: ResolvedFlow | None) -> str:
+        if reader is None:
+            return "<unknown>"
+        file = Path(reader.flow.location.file).name
+        for frame in inspect.stack():
+            if Path(frame.filename).name == file:
+                return f"{reader.flow.location.file}:{frame.lineno}"
+        return str(reader.flow.location)
+
+    # -- rebuilding a flow (materialized view refresh) ----------------------------------------------------
+
+    def rebuild(self, flow: Flow, restrict: Mapping[str, Column] | None = None) -> DataFrame:
+        """Build ``flow``'s DataFrame again, reading only the rows ``restrict`` selects from each table."""
+        with self._lock:
+            self._restrict = restrict
+            try:
+                with activate(self.context), self._active():
+                    return self._call(flow)
+            finally:
+                self._restrict = None
+
+    def _call(self, flow: Flow) -> DataFrame:
+        self._building.append(ResolvedFlow(flow, df=None))  # type: ignore[arg-type]
+        try:
+            return flow.func()
+        finally:
+            self._building.pop()
+
+    # -- questions about the graph ------------------------------------------------------------------------
+
+    def inputs(self, dataset: str) -> dict[str, ReadMode]:
+        """The datasets ``dataset``'s flows read directly (temporary views included)."""
+        result: dict[str, ReadMode] = {}
+        for flow in self.graph.flows_into(dataset):
+            result.update(self.flows[flow.name].inputs)
+        return result
+
+    def stored_inputs(self, dataset: str) -> dict[str, ReadMode]:
+        """Like :meth:`inputs`, with temporary views replaced by the tables they read."""
+        result: dict[str, ReadMode] = {}
+        for name, mode in self.inputs(dataset).items():
+            if self.kinds[name] == "temporary_view":
+                result.update(self.stored_inputs(name))
+            else:
+                result[name] = mode
+        return result
+
+    def upstream(self, names: set[str]) -> set[str]:
+        """``names`` and every dataset they read, transitively."""
+        seen: set[str] = set()
+        todo = list(names)
+        while todo:
+            name = todo.pop()
+            if name not in seen:
+                seen.add(name)
+                todo.extend(self.inputs(name))
+        return seen
+
+    def downstream(self, names: set[str]) -> set[str]:
+        """``names`` and every dataset reading them, transitively."""
+        seen: set[str] = set()
+        todo = list(names)
+        while todo:
+            name = todo.pop()
+            if name not in seen:
+                seen.add(name)
+                todo.extend(d for d in self.graph.datasets if name in self.inputs(d))
+        return seen
+
+    def order(self) -> list[str]:
+        """Every dataset, each after all the datasets it reads."""
+        done: list[str] = []
+
+        def visit(name: str) -> None:
+            if name not in done:
+                for upstream in self.inputs(name):
+                    visit(upstream)
+                done.append(name)
+
+        for name in self.graph.datasets:
+            visit(name)
+        return done
+
+
+def _check_options(options: Mapping[str, Any], known: tuple[str, ...], name: str, where: str) -> None:
+    lower = {k.lower(): k for k in known}
+    for key in options:
+        if key.lower() not in lower:
+            raise GraphError(f"unknown Delta source option '{key}' reading '{name}'{suggest(key, known)}",
+                             location=where, hint="options: " + ", ".join(known))
+
+
+def _placeholder(spark: Any, schema: StructType, streaming: bool) -> DataFrame:
+    """An empty DataFrame with ``schema``: what a read analyses against in a dry run."""
+    if not streaming:
+        return spark.createDataFrame([], schema)  # type: ignore[no-any-return]
+    from pyspark.sql import functions as F
+
+    rate = spark.readStream.format("rate").load()
+    return rate.select([F.lit(None).cast(f.dataType).alias(f.name) for f in schema.fields])  # type: ignore[no-any-return]
+
+
+def _failing_line(exc: BaseException, flow: Flow) -> str:
+    file = Path(flow.location.file).name
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if Path(f.filename).name == file]
+    return f"{flow.location.file}:{frames[-1].lineno}" if frames else str(flow.location)
+
+
+def first_line(exc: BaseException) -> str:
+    """The first line of an exception's message (Spark's are long), at most 300 characters."""
+    text = str(getattr(exc, "desc", None) or exc).strip()
+    return text.splitlines()[0][:300] if text else type(exc).__name__
+
+
+__all__ = ["KIND_LABELS", "ReadMode", "ResolvedFlow", "Resolver", "active_resolver", "first_line",
+           "note_source"]
