@@ -17,6 +17,7 @@ from deltaflow.api import (
     table,
     temporary_view,
 )
+from deltaflow.context import parameter
 from deltaflow.errors import (
     ConfigError,
     DeltaflowError,
@@ -47,6 +48,7 @@ __all__ = [
     "by_window",
     "create_streaming_table",
     "materialized_view",
+    "parameter",
     "read",
     "read_files",
     "read_kafka",

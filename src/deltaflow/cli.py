@@ -176,17 +176,20 @@ def graph(
 
 @app.command()
 def demo(
+    example: Annotated[str, typer.Option("--example", "-e", help="The example pipeline: clickstream, orders "
+                                         "or fraud.")] = "clickstream",
     seconds: Annotated[int, typer.Option(help="How long to run (Ctrl-C stops earlier).")] = 60,
-    rate: Annotated[int, typer.Option(help="Generated events per second.")] = 1000,
-    storage: Annotated[Path, typer.Option(help="Where the demo's tables and checkpoints go.")] = Path(
-        "deltaflow_demo"),
+    rate: Annotated[int, typer.Option(help="Generated events (orders: orders per file) per second.")] = 1000,
+    storage: Annotated[Path, typer.Option(help="Where the demo's tables, checkpoints and landing folders "
+                                          "go.")] = Path("deltaflow_demo"),
     port: PortOption = 19092,
 ) -> None:
-    """Start a local Kafka broker and an event generator, and run the clickstream pipeline live."""
+    """Run an example pipeline live on generated data (a local Kafka broker when it needs one)."""
     from deltaflow.demo import run_demo
 
     with stop_on_signals() as stop:
-        run_demo(seconds=seconds, rate=rate, storage=storage, port=port, stop=stop, console=err)
+        run_demo(example=example, seconds=seconds, rate=rate, storage=storage, port=port, stop=stop,
+                 console=err)
 
 
 @kafka_app.command("start")

@@ -83,3 +83,27 @@ class SparkProxy:
 
     def __repr__(self) -> str:
         return "<deltaflow spark: the active pipeline's SparkSession>"
+
+
+def parameter(name: str, default: str | None = None) -> str:
+    """A pipeline parameter: a non-``spark.*`` key of ``configuration`` in ``deltaflow.yml``.
+
+    Call it inside a dataset function (parameters belong to the running pipeline).
+
+    Raises:
+        ConfigError: The key is not set and there is no default.
+
+    Example:
+        >>> @dp.table  # doctest: +SKIP
+        ... def bronze_orders():
+        ...     return dp.read_files(dp.parameter("orders_landing", "landing/orders"), schema=ORDER_SCHEMA)
+
+    """
+    spec = current().spec
+    value = spec.parameters.get(name, default)
+    if value is None:
+        from deltaflow.errors import ConfigError
+
+        raise ConfigError(f"configuration: parameter '{name}' is not set", location=str(spec.path),
+                          hint=f"add '{name}: ...' under configuration")
+    return value

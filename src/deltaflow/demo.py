@@ -1,31 +1,65 @@
-"""``deltaflow demo``: the clickstream pipeline, live, on embedded defaults.
+"""``deltaflow demo``: a shipped example pipeline, live, on embedded defaults.
 
-Starts (or reuses) the embedded Kafka broker, creates the ``clicks`` topic, produces realistic clickstream
-events at a steady rate, and runs the ``examples/clickstream`` pipeline continuously with one live status
-line, until ``--seconds`` pass or Ctrl-C; then says where the tables are and how to query them.
+Each example gets a feeder of realistic generated data, then runs continuously with one live status line
+until ``--seconds`` pass or Ctrl-C; at the end the demo prints every table's row count and the top rows
+of the example's gold table (read with ``deltalake``, no JVM), and says how to query the tables.
+
+- ``clickstream`` (default): the embedded Kafka broker, clickstream events into topic ``clicks``.
+- ``orders``: a JSON file of orders (a few percent invalid on purpose) dropped every second into
+  ``<storage>/landing/orders``; no Kafka.
+- ``fraud``: the embedded Kafka broker, card transactions into topic ``transactions``, and customer
+  dimension files in ``<storage>/landing/customers`` (all customers first, then updates every few seconds).
+
+Landing folders always live under the demo's storage folder, never in the examples folder.
+
+Example:
+    >>> run_demo(example="orders", seconds=30, rate=500, storage=Path("deltaflow_demo"), port=19092,
+    ...          stop=threading.Event(), console=Console())  # doctest: +SKIP
+
 """
 
 from __future__ import annotations
 
 import os
+import random
 import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, date, datetime
 from pathlib import Path
+from typing import Any, Protocol
 
 from rich.console import Console
 from rich.live import Live
+from rich.table import Table
 
 from deltaflow.errors import ConfigError
 from deltaflow.kafka.admin import create_topic
 from deltaflow.kafka.broker import EmbeddedKafka
-from deltaflow.kafka.generator import EventGenerator
+from deltaflow.kafka.generator import (
+    EventGenerator,
+    FileFeeder,
+    customer_id,
+    customer_key,
+    customer_records,
+    customer_update,
+    order_events,
+    transaction_event,
+    write_json_lines,
+)
 from deltaflow.loader import load_graph
 from deltaflow.progress import ProgressPrinter
 from deltaflow.runtime.runner import PipelineRun
 from deltaflow.runtime.session import build_session
 from deltaflow.runtime.triggers import Trigger
-from deltaflow.spec import load_spec
+from deltaflow.spec import Spec, load_spec
 
 TOPIC = "clicks"
+TRANSACTIONS_TOPIC = "transactions"
+FRAUD_CUSTOMERS = 2_000
+CUSTOMER_UPDATES_EVERY = 5.0  # seconds
+CUSTOMER_UPDATES_PER_FILE = 20
+TOP_ROWS = 10
 EXAMPLES = Path(os.environ.get("DELTAFLOW_EXAMPLES", Path(__file__).resolve().parents[2] / "examples"))
 
 
@@ -38,25 +72,166 @@ def example_spec_path(name: str = "clickstream") -> Path:
     return path
 
 
+class Feeder(Protocol):
+    """A thread generating data for a demo (:class:`EventGenerator`, :class:`FileFeeder`)."""
+
+    @property
+    def produced(self) -> int:
+        """Records delivered so far."""
+
+    error: BaseException | None
+
+    def start(self) -> None:
+        """Start the thread."""
+
+    def stop(self) -> None:
+        """Ask the thread to finish."""
+
+    def join(self, timeout: float | None = None) -> None:
+        """Wait for the thread to end."""
+
+
+@dataclass(frozen=True)
+class Feed:
+    """A running feeder and what it produces (``"clicks"``, ``"orders"``...)."""
+
+    feeder: Feeder
+    label: str
+
+
+@dataclass(frozen=True)
+class Showcase:
+    """The table whose top rows end the demo, sorted descending by ``order_by``."""
+
+    table: str
+    order_by: str
+    columns: tuple[str, ...]
+    title: str
+
+
+FeedsFn = Callable[[Spec, str, int, Console], list[Feed]]
+
+
+@dataclass(frozen=True)
+class DemoExample:
+    """A shipped example the demo can run: whether it needs Kafka, how to feed it, what to show."""
+
+    name: str
+    kafka: bool
+    feeds: FeedsFn
+    showcase: Showcase
+
+
+def _landing(spec: Spec, parameter: str) -> Path:
+    """The landing folder the spec's ``parameter`` names, created if missing."""
+    folder = (spec.root / spec.parameters[parameter]).resolve()
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def _clickstream_feeds(spec: Spec, bootstrap: str, rate: int, console: Console) -> list[Feed]:
+    create_topic(bootstrap, TOPIC, partitions=3)
+    generator = EventGenerator(bootstrap, TOPIC, rate=rate)
+    console.print(f"generator: {rate:,} clickstream events/s into topic '{TOPIC}'", markup=False)
+    return [Feed(generator, "clicks")]
+
+
+def _orders_feeds(spec: Spec, bootstrap: str, rate: int, console: Console) -> list[Feed]:
+    landing = _landing(spec, "orders_landing")
+
+    def orders(rng: random.Random, now: datetime) -> list[dict[str, Any]]:
+        return order_events(rng, now, rate)
+
+    feeder = FileFeeder(landing, orders, interval=1.0, prefix="orders")
+    console.print(f"generator: a file of {rate:,} orders (about 5 % invalid) every second into {landing}",
+                  markup=False, soft_wrap=True)
+    return [Feed(feeder, "orders")]
+
+
+def _fraud_feeds(spec: Spec, bootstrap: str, rate: int, console: Console) -> list[Feed]:
+    landing = _landing(spec, "customers_landing")
+    now = datetime.now(UTC)
+    customers = customer_records(random.Random(), now, FRAUD_CUSTOMERS)
+    write_json_lines(landing, f"customers-{now:%Y%m%dT%H%M%S%f}-all.json", customers)
+
+    def updates(rng: random.Random, at: datetime) -> list[dict[str, Any]]:
+        return [customer_update(rng, customer_id(rng.randrange(FRAUD_CUSTOMERS)), at)
+                for _ in range(CUSTOMER_UPDATES_PER_FILE)]
+
+    def transaction(rng: random.Random, at: datetime) -> dict[str, Any]:
+        return transaction_event(rng, at, customers)
+
+    create_topic(bootstrap, TRANSACTIONS_TOPIC, partitions=3)
+    generator = EventGenerator(bootstrap, TRANSACTIONS_TOPIC, rate=rate, make_event=transaction,
+                               key_fn=customer_key)
+    feeder = FileFeeder(landing, updates, interval=CUSTOMER_UPDATES_EVERY, prefix="customers")
+    console.print(f"generator: {rate:,} transactions/s into topic '{TRANSACTIONS_TOPIC}'; "
+                  f"{FRAUD_CUSTOMERS:,} customers, then {CUSTOMER_UPDATES_PER_FILE} customer updates every "
+                  f"{CUSTOMER_UPDATES_EVERY:g} s, into {landing}", markup=False, soft_wrap=True)
+    return [Feed(generator, "transactions"), Feed(feeder, "customer updates")]
+
+
+DEMOS: dict[str, DemoExample] = {
+    "clickstream": DemoExample("clickstream", True, _clickstream_feeds, Showcase(
+        "gold_hourly_product_metrics", "view_count",
+        ("window", "product_id", "view_count", "unique_users", "total_revenue"),
+        "Top products by views (gold_hourly_product_metrics)")),
+    "orders": DemoExample("orders", False, _orders_feeds, Showcase(
+        "gold_daily_sales", "total_revenue",
+        ("window", "product_category", "order_count", "total_revenue", "avg_order_value"),
+        "Top categories by revenue (gold_daily_sales)")),
+    "fraud": DemoExample("fraud", True, _fraud_feeds, Showcase(
+        "fraud_alerts", "tx_timestamp",
+        ("tx_timestamp", "transaction_id", "customer_id", "amount", "merchant", "suspicion_reasons"),
+        "Latest fraud alerts (fraud_alerts)")),
+}
+
+
+def demo_example(name: str) -> DemoExample:
+    """The demo of example ``name``.
+
+    Raises:
+        ConfigError: No such example; lists the available ones.
+
+    Example:
+        >>> demo_example("orders").showcase.table
+        'gold_daily_sales'
+
+    """
+    if name not in DEMOS:
+        raise ConfigError(f"unknown example '{name}'", location="--example",
+                          hint=f"available: {', '.join(sorted(DEMOS))}")
+    return DEMOS[name]
+
+
 def run_demo(*, seconds: int, rate: int, storage: Path, port: int, stop: threading.Event,
-             console: Console) -> None:
-    """Run the demo; see the module docstring."""
+             console: Console, example: str = "clickstream") -> None:
+    """Run the demo of ``example``; see the module docstring.
+
+    Raises:
+        ConfigError: ``example`` is unknown (before anything starts).
+
+    """
+    demo = demo_example(example)
     storage = storage.resolve()
-    broker = EmbeddedKafka(port=port)
-    started_broker = not broker.status().running
-    console.print(f"kafka: {'starting' if started_broker else 'reusing'} the embedded broker on "
-                  f"127.0.0.1:{port}...", markup=False)
-    bootstrap = broker.start()
-    generator: EventGenerator | None = None
+    broker = EmbeddedKafka(port=port) if demo.kafka else None
+    started_broker = broker is not None and not broker.status().running
+    bootstrap = ""
+    if broker is not None:
+        console.print(f"kafka: {'starting' if started_broker else 'reusing'} the embedded broker on "
+                      f"127.0.0.1:{port}...", markup=False)
+        bootstrap = broker.start()
+    feeds: list[Feed] = []
     try:
-        create_topic(bootstrap, TOPIC, partitions=3)
         os.environ["DELTAFLOW_STORAGE"] = str(storage)
-        os.environ["DELTAFLOW_KAFKA"] = bootstrap
-        spec = load_spec(example_spec_path())
+        os.environ["DELTAFLOW_LANDING"] = str(storage / "landing")
+        if bootstrap:
+            os.environ["DELTAFLOW_KAFKA"] = bootstrap
+        spec = load_spec(example_spec_path(example))
         graph = load_graph(spec)
-        generator = EventGenerator(bootstrap, TOPIC, rate=rate)
-        generator.start()
-        console.print(f"generator: {rate:,} clickstream events/s into topic '{TOPIC}'", markup=False)
+        feeds = demo.feeds(spec, bootstrap, rate, console)
+        for feed in feeds:
+            feed.feeder.start()
         console.print("spark: starting (a few seconds)...", markup=False)
         spark = build_session(spec)
         printer = ProgressPrinter(console=console, live=True)
@@ -66,38 +241,102 @@ def run_demo(*, seconds: int, rate: int, storage: Path, port: int, stop: threadi
         timer.daemon = True
         timer.start()
         with Live(printer.status_line(), console=console, refresh_per_second=4, transient=False) as live:
+            def status() -> str:
+                produced = ", ".join(f"{f.feeder.produced:,} {f.label}" for f in feeds)
+                return printer.status_line(f" | produced {produced}" if produced else "")
+
             def refresh() -> None:
                 while not stop.wait(0.25):
-                    produced = f" | produced {generator.produced:,}" if generator else ""
-                    live.update(printer.status_line(produced))
+                    live.update(status())
 
             painter = threading.Thread(target=refresh, daemon=True)
             painter.start()
             outcomes = run.wait(stop)
             painter.join()
+            live.update(status())  # the batches committed while stopping
         timer.cancel()
         for outcome in outcomes:
             if outcome.state == "failed":
                 console.print(f"{outcome.flow} failed: {outcome.error}", markup=False)
-        _summary(spec.storage_path, list(graph.datasets), console)
+        for feed in feeds:
+            if feed.feeder.error is not None:
+                console.print(f"generator of {feed.label} failed: {feed.feeder.error}", markup=False)
+        stored = [name for name, dataset in graph.datasets.items() if dataset.stored]
+        _summary(spec.storage_path, stored, demo.showcase, console)
     finally:
-        if generator is not None:
-            generator.stop()
-        if started_broker:
+        for feed in feeds:
+            feed.feeder.stop()
+        for feed in feeds:
+            feed.feeder.join(timeout=10)
+        if broker is not None and started_broker:
             broker.stop()
 
 
-def _summary(storage: str, datasets: list[str], console: Console) -> None:
+def _summary(storage: str, datasets: list[str], showcase: Showcase, console: Console) -> None:
     from deltalake import DeltaTable
 
     console.print("")
     for name in datasets:
         path = f"{storage}/tables/{name}"
-        rows = DeltaTable(path).to_pyarrow_dataset().count_rows()
+        try:
+            rows = DeltaTable(path).to_pyarrow_dataset().count_rows()
+        except Exception:  # the run failed before creating it
+            console.print(f"{name}: no table at {path}", markup=False, soft_wrap=True)
+            continue
         console.print(f"{name}: {rows:,} rows in {path}", markup=False, soft_wrap=True)
-    first = f"{storage}/tables/{datasets[0]}"
+    top = f"{storage}/tables/{showcase.table}"
+    try:
+        console.print(top_rows(top, showcase))
+    except Exception as exc:  # a summary must not hide the run's own outcome
+        console.print(f"{showcase.table}: cannot read the top rows: {exc}", markup=False)
     console.print("\nQuery it with Spark:\n"
-                  f"  spark.read.format('delta').load('{first}').show()\n"
+                  f"  spark.read.format('delta').load('{top}').show()\n"
                   "or without a JVM:\n"
                   f"  python -c \"from deltalake import DeltaTable; "
-                  f"print(DeltaTable('{first}').to_pandas().tail())\"", markup=False, soft_wrap=True)
+                  f"print(DeltaTable('{top}').to_pandas().head())\"", markup=False, soft_wrap=True)
+
+
+def top_rows(path: str, showcase: Showcase, limit: int = TOP_ROWS) -> Table:
+    """The first ``limit`` rows of the Delta table at ``path`` by ``showcase.order_by``, descending.
+
+    Read with ``deltalake`` (no JVM); a window column shows as its start and end.
+
+    Example:
+        >>> console.print(top_rows("deltaflow_demo/tables/gold_daily_sales",
+        ...                        DEMOS["orders"].showcase))  # doctest: +SKIP
+
+    """
+    from deltalake import DeltaTable
+
+    data = DeltaTable(path).to_pyarrow_table(columns=list(showcase.columns))
+    data = data.sort_by([(showcase.order_by, "descending")]).slice(0, limit)
+    table = Table(title=showcase.title, title_justify="left")
+    numeric = {name for name in showcase.columns if str(data.schema.field(name).type).startswith(
+        ("int", "uint", "double", "float", "decimal"))}
+    for name in showcase.columns:
+        table.add_column(name, justify="right" if name in numeric else "left")
+    for row in data.to_pylist():
+        table.add_row(*(_cell(row[name]) for name in showcase.columns))
+    return table
+
+
+def _cell(value: Any) -> str:
+    """A value as table text: windows as their span, numbers with separators, times to the second."""
+    if value is None:
+        return "-"
+    if isinstance(value, dict) and {"start", "end"} <= value.keys():
+        start, end = value["start"], value["end"]
+        if (end - start).total_seconds() % 86_400 == 0 and start.time() == datetime.min.time():
+            return f"{start:%Y-%m-%d}"
+        return f"{start:%Y-%m-%d %H:%M}-{end:%H:%M}"
+    if isinstance(value, datetime):
+        return f"{value:%Y-%m-%d %H:%M:%S}"
+    if isinstance(value, date):
+        return value.isoformat()
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, float):
+        return f"{value:,.2f}"
+    if isinstance(value, int):
+        return f"{value:,}"
+    return str(value)

@@ -16,6 +16,7 @@ Example:
 from __future__ import annotations
 
 import inspect
+import re
 import threading
 import traceback
 from collections.abc import Iterator, Mapping
@@ -197,7 +198,7 @@ class Resolver:
                              "read an external Delta table with spark.read.format('delta').load(path)")
         if name in self._resolving:
             cycle = " -> ".join([*self._resolving[self._resolving.index(name):], name])
-            raise GraphError(f"cycle in the dataset graph: {cycle}", location=where)
+            raise GraphError(f"cycle in the dataset graph (each reads the next): {cycle}", location=where)
         _check_options(options, DELTA_STREAM_OPTIONS if streaming else DELTA_BATCH_OPTIONS, name, where)
         self._dataset(name)
         if reader is not None:
@@ -342,8 +343,22 @@ def _failing_line(exc: BaseException, flow: Flow) -> str:
 
 
 def first_line(exc: BaseException) -> str:
-    """The first line of an exception's message (Spark's are long), at most 300 characters."""
+    r"""One line saying why ``exc`` happened: the root cause's message (Spark wraps it), at most 300 chars.
+
+    Example:
+        >>> first_line(ValueError("bad value\nmore detail"))
+        'bad value'
+
+    """
+    while getattr(exc, "_cause", None) is not None:  # pyspark's CapturedException chain
+        exc = exc._cause  # type: ignore[attr-defined]
     text = str(getattr(exc, "desc", None) or exc).strip()
+    trace = str(getattr(exc, "stackTrace", None) or getattr(exc, "_stackTrace", None) or "")
+    causes = [line.split("Caused by:", 1)[1] for line in (text + "\n" + trace).splitlines()
+              if line.lstrip().startswith("Caused by:")]
+    if causes:
+        text = re.sub(r"^\s*[\w.$]+(Exception|Error): ", "", causes[-1])
+    text = re.sub(r"\s*SQLSTATE: \w+", "", text).strip()
     return text.splitlines()[0][:300] if text else type(exc).__name__
 
 

@@ -158,18 +158,24 @@ class PipelineRun:
         return self.resolver.upstream(set(self.plan.refresh)) & stored
 
     def _full_refresh_set(self, selected: set[str]) -> list[str]:
+        """The datasets to rebuild, upstream first, each with its refresh recorded before any work.
+
+        A refresh left unfinished by an earlier run is finished, with everything downstream of it.
+        """
+        storage = self.spec.storage_path
         names = set(self.graph.datasets) if self.plan.full_refresh_all else set(self.plan.full_refresh)
-        names = self.resolver.downstream(names)
-        unfinished = {d for d in selected if FullRefresh(self.spec.storage_path, d).pending() is not None}
-        return [d for d in self.resolver.order()
-                if d in (names | unfinished) and self.graph.datasets[d].stored]
+        names |= {d for d in selected if FullRefresh(storage, d).pending() is not None}
+        ordered = [d for d in self.resolver.order()
+                   if d in self.resolver.downstream(names) and self.graph.datasets[d].stored]
+        for dataset in ordered:
+            refresh = FullRefresh(storage, dataset)
+            if refresh.pending() is None:
+                refresh.request({f.name: current_generation(storage, dataset, f.name) + 1
+                                 for f in self.graph.flows_into(dataset)})
+        return ordered
 
     def _full_refresh(self, dataset: str) -> None:
-        storage = self.spec.storage_path
-        refresh = FullRefresh(storage, dataset)
-        flows = self.graph.flows_into(dataset)
-        if refresh.pending() is None:
-            refresh.request({f.name: current_generation(storage, dataset, f.name) + 1 for f in flows})
+        refresh = FullRefresh(self.spec.storage_path, dataset)
         kind = self.resolver.kinds[dataset]
         how = "recompute" if kind != "table" else "rebuild in staging"
         self.on_message(f"{dataset}: full refresh ({how})")

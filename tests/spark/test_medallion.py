@@ -1,0 +1,266 @@
+"""Silver and gold semantics over real Delta tables: cleaning, dedup across restarts, exact gold with late
+data, freshness, replayed batches, flow independence, refresh and full refresh."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+from deltalake import DeltaTable
+
+from deltaflow.errors import FlowError
+from deltaflow.loader import load_graph
+from deltaflow.runtime.checkpoints import current_generation
+from deltaflow.runtime.refresh import FullRefresh
+from deltaflow.runtime.runner import PipelineRun, RunPlan
+from deltaflow.runtime.triggers import Trigger
+from deltaflow.spec import load_spec
+from helpers import Project
+
+pytestmark = pytest.mark.spark
+
+PIPELINE = """
+import deltaflow as dp
+from pyspark.sql import functions as F
+
+SCHEMA = "id STRING, user STRING, product STRING, ts TIMESTAMP, amount DOUBLE"
+
+@dp.table
+def bronze():
+    return dp.read_files("landing", schema=SCHEMA)
+
+@dp.table
+def silver():
+    return (spark.readStream.table("bronze")
+            .where(F.col("id").isNotNull() & (F.col("amount") > 0))
+            .withWatermark("ts", "3 hours")
+            .dropDuplicatesWithinWatermark(["id"])
+            .drop("_corrupt_record"))
+
+@dp.materialized_view(refresh=dp.by_window("ts", "1 hour"))
+def gold():
+    return (spark.read.table("silver")
+            .groupBy(F.window("ts", "1 hour"), "product")
+            .agg(F.count("*").alias("orders"), F.countDistinct("user").alias("unique_users"),
+                 F.sum("amount").alias("revenue")))
+"""
+
+
+def event(id: str | None, user: str, product: str, ts: str, amount: float) -> dict[str, object]:
+    return {"id": id, "user": user, "product": product, "ts": ts, "amount": amount}
+
+
+class Pipeline:
+    """The medallion project above, with a landing folder and a way to drop files into it."""
+
+    def __init__(self, project: Project) -> None:
+        self.project = project
+        self.landing = project.root / "landing"
+        self.landing.mkdir(exist_ok=True)
+        self.files = 0
+
+    def drop(self, events: list[dict[str, object]]) -> None:
+        self.files += 1
+        tmp = self.landing / f".tmp-{self.files}"
+        tmp.write_text("".join(json.dumps(e) + "\n" for e in events))
+        tmp.rename(self.landing / f"batch-{self.files:03d}.json")
+
+    def rows(self, table: str) -> list[dict[str, object]]:
+        return DeltaTable(self.project.table(table)).to_pyarrow_table().to_pylist()
+
+    def run(self, spark, plan: RunPlan | None = None, **kwargs: object) -> PipelineRun:  # type: ignore[no-untyped-def]
+        spec = load_spec(self.project.spec_path)
+        run = PipelineRun(spec, load_graph(spec), spark, Trigger("available_now"), plan=plan, **kwargs)  # type: ignore[arg-type]
+        run.run(threading.Event())
+        return run
+
+
+@pytest.fixture
+def pipeline(make_project: Callable[..., Project]) -> Pipeline:
+    return Pipeline(make_project(PIPELINE))
+
+
+def expected_gold(silver: list[dict[str, object]]) -> dict[tuple[datetime, str], tuple[int, int, float]]:
+    """A batch recomputation of gold over silver, in plain Python."""
+    groups: dict[tuple[datetime, str], list[dict[str, object]]] = defaultdict(list)
+    for row in silver:
+        ts = row["ts"]
+        assert isinstance(ts, datetime)
+        groups[(ts.replace(minute=0, second=0, microsecond=0, tzinfo=None), str(row["product"]))].append(row)
+    return {key: (len(rows), len({r["user"] for r in rows}), round(sum(float(r["amount"]) for r in rows), 6))  # type: ignore[arg-type]
+            for key, rows in groups.items()}
+
+
+def actual_gold(rows: list[dict[str, object]]) -> dict[tuple[datetime, str], tuple[int, int, float]]:
+    result = {}
+    for row in rows:
+        start = row["window"]["start"].replace(tzinfo=None)  # type: ignore[index]
+        result[(start, str(row["product"]))] = (row["orders"], row["unique_users"], round(row["revenue"], 6))  # type: ignore[arg-type]
+    assert len(result) == len(rows), "gold has duplicate groups"
+    return result  # type: ignore[return-value]
+
+
+def test_silver_cleans_and_dedups_across_restarts(spark, pipeline: Pipeline) -> None:
+    pipeline.drop([event("a", "u1", "p1", "2025-05-01T10:00:00Z", 10.0),
+                   event("b", "u2", "p1", "2025-05-01T10:01:00Z", 5.0),
+                   event("b", "u2", "p1", "2025-05-01T10:01:00Z", 5.0),     # duplicate in the same batch
+                   event(None, "u3", "p2", "2025-05-01T10:02:00Z", 7.0),    # no id: cleaned away
+                   event("z", "u3", "p2", "2025-05-01T10:02:00Z", -1.0)])   # refund-like: cleaned away
+    pipeline.run(spark)
+    pipeline.drop([event("a", "u1", "p1", "2025-05-01T10:00:00Z", 10.0),    # duplicate after a restart
+                   event("c", "u4", "p2", "2025-05-01T10:05:00Z", 3.0)])
+    pipeline.run(spark)
+
+    silver = pipeline.rows("silver")
+    assert sorted(str(r["id"]) for r in silver) == ["a", "b", "c"]
+    assert len(pipeline.rows("bronze")) == 7  # bronze keeps everything
+
+
+def test_gold_is_exact_with_late_events_and_replays_change_nothing(spark, pipeline: Pipeline) -> None:
+    pipeline.drop([event(f"e{i}", f"u{i % 3}", f"p{i % 2}", f"2025-05-01T{10 + i % 3}:{i:02d}:00Z", 1.0 + i)
+                   for i in range(30)])
+    pipeline.run(spark)
+    assert actual_gold(pipeline.rows("gold")) == expected_gold(pipeline.rows("silver"))
+
+    # Late events for 10:00 (two hours behind the newest, inside the 3-hour watermark), a new user there,
+    # and a new hour.
+    pipeline.drop([event("late1", "u99", "p0", "2025-05-01T10:30:00Z", 100.0),
+                   event("late2", "u1", "p1", "2025-05-01T10:31:00Z", 50.0),
+                   event("new1", "u5", "p0", "2025-05-01T13:05:00Z", 2.0)])
+    before = {key: value for key, value in actual_gold(pipeline.rows("gold")).items()}
+    pipeline.run(spark)
+    gold = actual_gold(pipeline.rows("gold"))
+    assert gold == expected_gold(pipeline.rows("silver"))
+    ten, eleven = datetime(2025, 5, 1, 10), datetime(2025, 5, 1, 11)
+    assert gold[(ten, "p0")][1] == before[(ten, "p0")][1] + 1          # u99 is a new distinct user
+    assert gold[(eleven, "p0")] == before[(eleven, "p0")]              # untouched hour kept as it was
+    # only the touched hours were recomputed and replaced, in one commit
+    last = DeltaTable(pipeline.project.table("gold")).history(1)[0]
+    assert last["operation"] == "WRITE" and "IN (timestamp_micros" in last["operationParameters"]["predicate"]
+
+    # Crash between gold's Delta commit and its checkpoint commit: the batch is replayed, and skipped.
+    checkpoint = pipeline.project.checkpoint("gold")
+    commits = sorted((checkpoint / "commits").glob("[0-9]*"), key=lambda p: int(p.name))
+    version = DeltaTable(pipeline.project.table("gold")).version()
+    commits[-1].unlink()
+    (checkpoint / "commits" / f".{commits[-1].name}.crc").unlink(missing_ok=True)
+    pipeline.run(spark)
+    assert DeltaTable(pipeline.project.table("gold")).version() == version
+    assert (checkpoint / "commits" / commits[-1].name).exists()  # the replayed batch did commit
+    assert actual_gold(pipeline.rows("gold")) == gold
+
+
+def test_gold_is_fresh_within_a_trigger_of_silver(spark, pipeline: Pipeline) -> None:
+    spec = load_spec(pipeline.project.spec_path)
+    now = datetime.utcnow().strftime("%Y-%m-%dT%H:%M:%SZ")
+    pipeline.drop([event("f1", "u1", "fresh", now, 4.0)])
+    run = PipelineRun(spec, load_graph(spec), spark, Trigger("continuous", "0 seconds"),
+                      flow_triggers={"bronze": Trigger("available_now")})
+    stop = threading.Event()
+    waiter = threading.Thread(target=run.wait, args=(stop,))
+    run.start()
+    waiter.start()
+    try:
+        def gold_for(product: str) -> list[dict[str, object]]:
+            return [r for r in pipeline.rows("gold") if r["product"] == product]
+
+        deadline = time.monotonic() + 120
+        while not gold_for("fresh") and time.monotonic() < deadline:
+            time.sleep(0.2)
+        # The event is in the current hour: a watermark-based aggregation would emit it an hour from now.
+        assert [(r["orders"], r["revenue"]) for r in gold_for("fresh")] == [(1, 4.0)]
+        # the per-flow override made bronze stop by itself while the others keep running
+        assert not run.queries["bronze"].isActive
+        assert run.queries["silver"].isActive and run.queries["gold"].isActive
+    finally:
+        stop.set()
+        waiter.join(timeout=180)
+
+
+FAILING = """
+import deltaflow as dp
+from pyspark.sql import functions as F
+
+@dp.table
+def good():
+    return dp.read_files("good", schema="id STRING")
+
+@dp.table
+def bad():
+    return (dp.read_files("bad", schema="id STRING")
+            .withColumn("check", F.when(F.col("id") == "boom", F.raise_error(F.lit("boom row")))
+                                  .otherwise(1)))
+"""
+
+
+def test_a_failing_flow_stops_alone_and_the_run_names_it(spark, make_project) -> None:
+    project = make_project(FAILING)
+    for folder, ids in (("good", ["g1", "g2"]), ("bad", ["ok", "boom"])):
+        (project.root / folder).mkdir()
+        (project.root / folder / "data.json").write_text("".join(json.dumps({"id": i}) + "\n" for i in ids))
+    with pytest.raises(FlowError) as info:
+        project.run(spark)
+    message = str(info.value)
+    assert "1 flow(s) failed: 'bad' (" in message and "defs.py:9)" in message and "boom row" in message
+    assert "'good'" not in message
+    assert sorted(r["id"] for r in DeltaTable(project.table("good")).to_pyarrow_table().to_pylist()) == [
+        "g1", "g2"]
+
+
+def versions_row_counts(path: str) -> list[int]:
+    table = DeltaTable(path)
+    return [DeltaTable(path, version=v).to_pyarrow_dataset().count_rows() for v in range(table.version() + 1)]
+
+
+def test_refresh_runs_only_what_is_asked_and_what_it_needs(spark, pipeline: Pipeline) -> None:
+    pipeline.drop([event("a", "u1", "p1", "2025-05-01T10:00:00Z", 1.0)])
+    run = pipeline.run(spark, RunPlan(refresh=frozenset({"silver"})))
+    assert sorted(run.queries) == ["bronze", "silver"]
+    assert len(pipeline.rows("silver")) == 1
+    assert pipeline.rows("gold") == []  # created (its schema is known) but not computed
+
+
+def test_full_refresh_rebuilds_downstream_atomically(spark, pipeline: Pipeline) -> None:
+    pipeline.drop([event(f"e{i}", "u1", "p1", f"2025-05-01T10:{i:02d}:00Z", 1.0) for i in range(20)])
+    pipeline.run(spark)
+    silver_before = sorted(str(r["id"]) for r in pipeline.rows("silver"))
+    gold_before = actual_gold(pipeline.rows("gold"))
+    bronze_version = DeltaTable(pipeline.project.table("bronze")).version()
+
+    pipeline.run(spark, RunPlan(full_refresh=frozenset({"silver"})))
+
+    storage = str(pipeline.project.storage)
+    assert [current_generation(storage, d, d) for d in ("bronze", "silver", "gold")] == [0, 1, 1]
+    assert sorted(str(r["id"]) for r in pipeline.rows("silver")) == silver_before
+    assert actual_gold(pipeline.rows("gold")) == gold_before
+    assert DeltaTable(pipeline.project.table("bronze")).version() == bronze_version
+    # readers never saw silver empty: every version after the first data holds all rows
+    counts = versions_row_counts(pipeline.project.table("silver"))
+    first_data = next(i for i, n in enumerate(counts) if n)
+    assert set(counts[first_data:]) == {20}
+    assert FullRefresh(storage, "silver").pending() is None
+
+    # the rebuilt flows go on from where the rebuild stopped: new rows once, nothing twice
+    pipeline.drop([event("new", "u2", "p1", "2025-05-01T10:30:00Z", 5.0)])
+    pipeline.run(spark)
+    assert sorted(str(r["id"]) for r in pipeline.rows("silver")) == sorted([*silver_before, "new"])
+    assert actual_gold(pipeline.rows("gold")) == expected_gold(pipeline.rows("silver"))
+
+
+def test_an_interrupted_full_refresh_is_finished_by_the_next_run(spark, pipeline: Pipeline) -> None:
+    pipeline.drop([event(f"e{i}", "u1", "p1", f"2025-05-01T10:{i:02d}:00Z", 1.0) for i in range(5)])
+    pipeline.run(spark)
+    storage = str(pipeline.project.storage)
+    # a run that crashed right after recording the refresh (the new generation is empty)
+    FullRefresh(storage, "silver").request({"silver": 1})
+    pipeline.run(spark)
+    assert FullRefresh(storage, "silver").pending() is None
+    assert current_generation(storage, "silver", "silver") == 1
+    assert sorted(str(r["id"]) for r in pipeline.rows("silver")) == [f"e{i}" for i in range(5)]
+    assert not Path(storage, "_staging", "silver").exists()

@@ -1,0 +1,110 @@
+"""Registration of every dataset kind and the graph checks that need no Spark."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import deltaflow as dp
+from deltaflow.api import registering
+from deltaflow.errors import ConfigError, GraphError
+from deltaflow.graph import PipelineGraph, WindowRefresh
+from deltaflow.loader import load_graph
+from deltaflow.runtime.triggers import Trigger, flow_triggers
+from deltaflow.spec import parse_spec
+
+
+def test_each_kind_registers_bare_and_with_arguments() -> None:
+    graph = PipelineGraph()
+    with registering(graph):
+        @dp.materialized_view
+        def daily():  # type: ignore[no-untyped-def]
+            return None
+
+        @dp.materialized_view(name="hourly", refresh=dp.by_window("ts", "1 hour"))
+        def anything():  # type: ignore[no-untyped-def]
+            return None
+
+        @dp.temporary_view
+        def parsed():  # type: ignore[no-untyped-def]
+            return None
+
+        dp.create_streaming_table("all_clicks", schema="id STRING", partition_cols=["day"])
+
+        @dp.append_flow(target="all_clicks")
+        def web():  # type: ignore[no-untyped-def]
+            return None
+
+        @dp.append_flow(target="all_clicks", name="mobile")
+        def other():  # type: ignore[no-untyped-def]
+            return None
+
+    kinds = {name: d.kind for name, d in graph.datasets.items()}
+    assert kinds == {"daily": "materialized_view", "hourly": "materialized_view",
+                     "parsed": "temporary_view", "all_clicks": "table"}
+    assert graph.datasets["hourly"].refresh == WindowRefresh("ts", "1 hour", "window.start")
+    assert graph.datasets["daily"].refresh is None
+    assert [f.name for f in graph.flows_into("all_clicks")] == ["web", "mobile"]
+    assert graph.datasets["all_clicks"].schema == "id STRING"
+    assert graph.datasets["all_clicks"].partition_cols == ("day",)
+    # create_streaming_table is located at its call, not inside deltaflow
+    assert graph.datasets["all_clicks"].location.file.endswith("test_graph_api.py")
+    assert not graph.datasets["parsed"].stored
+    graph.validate()
+
+
+def project(tmp_path: Path, code: str, spec_extra: str = "") -> Path:
+    (tmp_path / "transformations").mkdir()
+    (tmp_path / "transformations" / "defs.py").write_text(code)
+    spec_file = tmp_path / "deltaflow.yml"
+    spec_file.write_text(f"name: p\nstorage: s\nlibraries: [transformations/*.py]\n{spec_extra}")
+    return spec_file
+
+
+def load(spec_file: Path) -> PipelineGraph:
+    return load_graph(parse_spec(spec_file.read_text(), spec_file, env={}))
+
+
+def test_append_flow_to_an_unknown_table_suggests_the_name(tmp_path: Path) -> None:
+    spec_file = project(tmp_path, "import deltaflow as dp\ndp.create_streaming_table('all_clicks')\n\n"
+                        "@dp.append_flow(target='all_click')\ndef web():\n    pass\n")
+    with pytest.raises(GraphError) as info:
+        load(spec_file)
+    message = str(info.value)
+    assert "unknown dataset 'all_click' (did you mean 'all_clicks'?)" in message
+    assert "defs.py:4" in message
+
+
+def test_a_streaming_table_nobody_writes_is_an_error_at_its_line(tmp_path: Path) -> None:
+    spec_file = project(tmp_path, "import deltaflow as dp\n\ndp.create_streaming_table('lonely')\n")
+    with pytest.raises(GraphError, match=r"defs\.py:3: streaming table 'lonely' has no flow"):
+        load(spec_file)
+
+
+def test_append_flow_into_a_materialized_view_is_refused(tmp_path: Path) -> None:
+    spec_file = project(tmp_path, "import deltaflow as dp\n\n@dp.materialized_view\ndef mv():\n    pass\n\n"
+                        "@dp.append_flow(target='mv')\ndef extra():\n    pass\n")
+    with pytest.raises(GraphError, match="append flows only write to streaming tables"):
+        load(spec_file)
+
+
+def test_append_flow_needs_a_target(tmp_path: Path) -> None:
+    spec_file = project(tmp_path, "import deltaflow as dp\n\n@dp.append_flow\ndef web():\n    pass\n")
+    with pytest.raises(GraphError, match="needs target="):
+        load(spec_file)
+
+
+def test_per_flow_trigger_overrides(tmp_path: Path) -> None:
+    spec_file = project(tmp_path, "", "trigger:\n  mode: continuous\n  interval: 5 seconds\n  flows:\n"
+                        "    gold: {interval: 5 minutes}\n    side: {mode: available_now}\n")
+    spec = parse_spec(spec_file.read_text(), spec_file, env={})
+    base = Trigger("continuous", "5 seconds")
+    triggers = flow_triggers(spec, ["bronze", "gold", "side"], base, mode_given=False)
+    assert triggers == {"gold": Trigger("continuous", "5 minutes"),
+                        "side": Trigger("available_now", "5 seconds")}
+    # a mode given on the command line wins over per-flow modes, not over per-flow intervals
+    forced = flow_triggers(spec, ["bronze", "gold", "side"], Trigger("once"), mode_given=True)
+    assert forced["side"].mode == "once" and forced["gold"] == Trigger("once", "5 minutes")
+    with pytest.raises(ConfigError, match="unknown flow 'gold' "):
+        flow_triggers(spec, ["bronze", "side", "golden"], base, mode_given=False)
