@@ -1,0 +1,78 @@
+"""Several flows into one streaming table, and Delta source options reaching the source."""
+
+from __future__ import annotations
+
+import json
+import threading
+
+import pytest
+from deltalake import DeltaTable
+
+from deltaflow.loader import load_graph
+from deltaflow.runtime.runner import PipelineRun, RunPlan
+from deltaflow.runtime.triggers import Trigger
+from deltaflow.spec import load_spec
+
+pytestmark = pytest.mark.spark
+
+APPEND_FLOWS = """
+import deltaflow as dp
+
+dp.create_streaming_table("all_orders", schema="id STRING, channel STRING", comment="every channel")
+
+@dp.append_flow(target="all_orders")
+def web():
+    return dp.read_files("web", schema="id STRING").selectExpr("id", "'web' AS channel")
+
+@dp.append_flow(target="all_orders", name="shop")
+def anything():
+    return dp.read_files("shop", schema="id STRING").selectExpr("id", "'shop' AS channel")
+
+@dp.table
+def throttled():
+    return spark.readStream.option("maxFilesPerTrigger", 1).table("all_orders")
+"""
+
+
+def drop(folder, name: str, ids: list[str]) -> None:  # type: ignore[no-untyped-def]
+    folder.mkdir(exist_ok=True)
+    (folder / name).write_text("".join(json.dumps({"id": i}) + "\n" for i in ids))
+
+
+def run(spark, project, plan: RunPlan | None = None) -> PipelineRun:  # type: ignore[no-untyped-def]
+    spec = load_spec(project.spec_path)
+    pipeline = PipelineRun(spec, load_graph(spec), spark, Trigger("available_now"), plan=plan)
+    pipeline.run(threading.Event())
+    return pipeline
+
+
+def rows(project, table: str) -> list[tuple[str, str]]:  # type: ignore[no-untyped-def]
+    table_rows = DeltaTable(project.table(table)).to_pyarrow_table().to_pylist()
+    return sorted((r["id"], r["channel"]) for r in table_rows)
+
+
+def test_append_flows_feed_one_table_each_from_its_own_checkpoint(spark, make_project) -> None:
+    project = make_project(APPEND_FLOWS)
+    drop(project.root / "web", "1.json", ["w1", "w2"])
+    drop(project.root / "shop", "1.json", ["s1"])
+    first = run(spark, project)
+    drop(project.root / "web", "2.json", ["w3"])
+    second = run(spark, project)
+
+    expected = [("s1", "shop"), ("w1", "web"), ("w2", "web"), ("w3", "web")]
+    assert rows(project, "all_orders") == expected
+    assert DeltaTable(project.table("all_orders")).metadata().description == "every channel"
+    for flow in ("web", "shop"):
+        assert (project.checkpoint("all_orders", flow) / "offsets").is_dir()
+    # maxFilesPerTrigger=1 reached Delta's source: one micro-batch per all_orders commit
+    batches = [p for p in first.queries["throttled"].recentProgress if p.numInputRows]
+    assert len(batches) == 2  # the web and shop commits of the first run
+    assert [p.numInputRows for p in second.queries["throttled"].recentProgress if p.numInputRows] == [1]
+    assert rows(project, "throttled") == expected
+
+    # a full refresh rebuilds the table from both flows, and its reader from scratch
+    run(spark, project, RunPlan(full_refresh=frozenset({"all_orders"})))
+    assert rows(project, "all_orders") == expected
+    assert rows(project, "throttled") == expected
+    for flow in ("web", "shop"):
+        assert (project.checkpoint("all_orders", flow, generation=1) / "offsets").is_dir()
