@@ -1,10 +1,10 @@
 """The ``deltaflow`` command: one function per verb.
 
-    deltaflow setup                    resolve the JVM jars (Delta, Kafka connector, Kafka broker) once
-    deltaflow dry-run [--spec PATH]         resolve and analyse the pipeline, write nothing
+    deltaflow setup                  resolve the JVM jars (Delta, Kafka connector, Kafka broker) once
+    deltaflow dry-run [--spec PATH]  resolve and analyse the pipeline, write nothing
     deltaflow graph [--format text|mermaid|dot]
     deltaflow run [--available-now | --continuous | --once] [--refresh a,b] [--full-refresh a]
-    deltaflow demo [--seconds 60] [--rate 1000]
+    deltaflow demo [--example clickstream|orders|fraud] [--seconds 60] [--rate 1000]
     deltaflow kafka start|stop|status [--port 19092]
 
 Errors print one line (``error: DF-CONFIG deltaflow.yml: unknown key 'kafak' ...``) and exit 1.

@@ -182,7 +182,7 @@ DEMOS: dict[str, DemoExample] = {
         "Top categories by revenue (gold_daily_sales)")),
     "fraud": DemoExample("fraud", True, _fraud_feeds, Showcase(
         "fraud_alerts", "tx_timestamp",
-        ("tx_timestamp", "transaction_id", "customer_id", "amount", "merchant", "suspicion_reasons"),
+        ("tx_timestamp", "customer_id", "amount", "merchant", "risk_score", "suspicion_reasons"),
         "Latest fraud alerts (fraud_alerts)")),
 }
 
@@ -215,11 +215,14 @@ def run_demo(*, seconds: int, rate: int, storage: Path, port: int, stop: threadi
     demo = demo_example(example)
     storage = storage.resolve()
     broker = EmbeddedKafka(port=port) if demo.kafka else None
-    started_broker = broker is not None and not broker.status().running
+    started_broker = False
     bootstrap = ""
     if broker is not None:
-        console.print(f"kafka: {'starting' if started_broker else 'reusing'} the embedded broker on "
-                      f"127.0.0.1:{port}...", markup=False)
+        running = broker.status()
+        started_broker = not running.running
+        # One embedded broker per state folder: a running one is reused, whatever port it listens on.
+        console.print(f"kafka: starting the embedded broker on 127.0.0.1:{port}..." if started_broker
+                      else f"kafka: reusing the embedded broker at {running.bootstrap}", markup=False)
         bootstrap = broker.start()
     feeds: list[Feed] = []
     try:

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Literal
 from deltaflow.context import PipelineContext
 from deltaflow.errors import ConfigError, FlowError
 from deltaflow.graph import suggest
-from deltaflow.resolve import Resolver, first_line
+from deltaflow.resolve import ReadMode, Resolver, first_line
 from deltaflow.runtime.checkpoints import checkpoint_path, current_generation
 from deltaflow.runtime.refresh import FullRefresh
 from deltaflow.runtime.triggers import Trigger
@@ -212,23 +212,32 @@ class PipelineRun:
         for name in list(self.pending):
             if stop.is_set():
                 return
-            if all(self._settled(upstream) for upstream in self._upstream_flows(name)):
+            if all(self._settled(upstream, mode) for upstream, mode in self._upstream_flows(name)):
                 self.pending.remove(name)
                 self._start(self.graph.flows[name])
 
-    def _upstream_flows(self, flow: str) -> list[str]:
-        stored: set[str] = set()
-        for name in self.resolver.flows[flow].inputs:
+    def _upstream_flows(self, flow: str) -> list[tuple[str, ReadMode]]:
+        stored: dict[str, ReadMode] = {}
+        for name, mode in self.resolver.flows[flow].inputs.items():
             view = self.resolver.kinds[name] == "temporary_view"
-            stored |= set(self.resolver.stored_inputs(name)) if view else {name}
-        return [f.name for d in stored for f in self.graph.flows_into(d)]
+            stored.update(self.resolver.stored_inputs(name) if view else {name: mode})
+        return [(f.name, mode) for d, mode in stored.items() for f in self.graph.flows_into(d)]
 
-    def _settled(self, flow: str) -> bool:
-        """Whether readers of ``flow``'s output may start: it finished, or it runs continuously."""
+    def _settled(self, flow: str, mode: ReadMode) -> bool:
+        """Whether a flow reading ``flow``'s output (as ``mode``) may start.
+
+        Yes once ``flow`` has finished. A continuous ``flow`` is read as a stream at once; read as a batch
+        (a dimension in a stream-static join) only after its first trigger, so the reader's first batch
+        does not join against a table that is still being filled.
+        """
         if flow in self.pending:
             return False
         query = self.queries.get(flow)
-        return query is None or not query.isActive or not self.trigger_of(flow).stops_by_itself
+        if query is None or not query.isActive:
+            return True
+        if self.trigger_of(flow).stops_by_itself:
+            return False
+        return mode == "stream" or query.lastProgress is not None
 
     def _start(self, flow: Flow) -> None:
         try:

@@ -43,7 +43,9 @@ def default_conf(storage: str | None = None) -> dict[str, str]:
         "spark.ui.showConsoleProgress": "false",
         "spark.sql.session.timeZone": "UTC",
         "spark.driver.memory": "2g",
-        "spark.driver.extraJavaOptions": f"-Dlog4j.configurationFile={log4j} -Duser.timezone=UTC",
+        # -Xss: Spark matches a regex over the Python traceback of a foreachBatch interrupted by a stop;
+        # the regex recurses per character and overflows the default 1 MB thread stack.
+        "spark.driver.extraJavaOptions": f"-Dlog4j.configurationFile={log4j} -Duser.timezone=UTC -Xss16m",
         "spark.sql.streaming.stopTimeout": "60s",
     }
     if storage and "://" not in storage:
