@@ -19,7 +19,7 @@ import inspect
 import re
 import threading
 import traceback
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -283,25 +283,11 @@ class Resolver:
 
     def upstream(self, names: set[str]) -> set[str]:
         """``names`` and every dataset they read, transitively."""
-        seen: set[str] = set()
-        todo = list(names)
-        while todo:
-            name = todo.pop()
-            if name not in seen:
-                seen.add(name)
-                todo.extend(self.inputs(name))
-        return seen
+        return _closure(names, self.inputs)
 
     def downstream(self, names: set[str]) -> set[str]:
         """``names`` and every dataset reading them, transitively."""
-        seen: set[str] = set()
-        todo = list(names)
-        while todo:
-            name = todo.pop()
-            if name not in seen:
-                seen.add(name)
-                todo.extend(d for d in self.graph.datasets if name in self.inputs(d))
-        return seen
+        return _closure(names, lambda name: [d for d in self.graph.datasets if name in self.inputs(d)])
 
     def order(self) -> list[str]:
         """Every dataset, each after all the datasets it reads."""
@@ -316,6 +302,17 @@ class Resolver:
         for name in self.graph.datasets:
             visit(name)
         return done
+
+
+def _closure(names: set[str], neighbours: Callable[[str], Iterable[str]]) -> set[str]:
+    seen: set[str] = set()
+    todo = list(names)
+    while todo:
+        name = todo.pop()
+        if name not in seen:
+            seen.add(name)
+            todo.extend(neighbours(name))
+    return seen
 
 
 def _check_options(options: Mapping[str, Any], known: tuple[str, ...], name: str, where: str) -> None:
