@@ -36,8 +36,13 @@ from rich.table import Table
 from deltaflow.errors import ConfigError
 from deltaflow.kafka.admin import create_topic
 from deltaflow.kafka.broker import EmbeddedKafka
-from deltaflow.kafka.generator import (
-    EventGenerator,
+from deltaflow.kafka.generator import EventGenerator
+from deltaflow.loader import load_graph
+from deltaflow.progress import ProgressPrinter
+from deltaflow.runtime.runner import PipelineRun
+from deltaflow.runtime.session import build_session
+from deltaflow.runtime.triggers import Trigger
+from deltaflow.sample_data import (
     FileFeeder,
     customer_id,
     customer_key,
@@ -47,11 +52,6 @@ from deltaflow.kafka.generator import (
     transaction_event,
     write_json_lines,
 )
-from deltaflow.loader import load_graph
-from deltaflow.progress import ProgressPrinter
-from deltaflow.runtime.runner import PipelineRun
-from deltaflow.runtime.session import build_session
-from deltaflow.runtime.triggers import Trigger
 from deltaflow.spec import Spec, load_spec
 
 TOPIC = "clicks"

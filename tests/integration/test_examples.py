@@ -150,7 +150,7 @@ def daily_sales(orders: Iterable[dict[str, Any]]) -> dict[Any, tuple[int, float,
 
 @pytest.mark.spark
 def test_orders_silver_is_clean_and_gold_exact(spark, tmp_path, monkeypatch) -> None:
-    from deltaflow.kafka.generator import order_events, write_json_lines
+    from deltaflow.sample_data import order_events, write_json_lines
 
     folder = use_example("orders", tmp_path, monkeypatch)
     landing = tmp_path / "landing" / "orders"
@@ -238,13 +238,8 @@ def suspicious(tx: dict[str, Any], dimension: dict[str, dict[str, Any]]) -> bool
 @pytest.mark.kafka
 def test_fraud_flags_with_the_dimension_as_of_each_run(spark, kafka_bootstrap, tmp_path, monkeypatch) -> None:
     from deltaflow.kafka.admin import create_topic
-    from deltaflow.kafka.generator import (
-        customer_key,
-        customer_records,
-        produce,
-        transaction_event,
-        write_json_lines,
-    )
+    from deltaflow.kafka.generator import produce
+    from deltaflow.sample_data import customer_key, customer_records, transaction_event, write_json_lines
 
     folder = use_example("fraud", tmp_path, monkeypatch, kafka_bootstrap)
     landing = tmp_path / "landing" / "customers"
