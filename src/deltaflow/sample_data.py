@@ -26,7 +26,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from deltaflow.kafka.generator import MAX_LAG_MS, Event
+from deltaflow.kafka.generator import MAX_LAG_MS, field_key
 
 RecordsFn = Callable[[random.Random, datetime], list[dict[str, Any]]]
 
@@ -148,18 +148,8 @@ def transaction_event(
     }
 
 
-def customer_key(event: Event) -> str | bytes | None:
-    """Key a transaction by its ``customer_id`` (one customer's transactions stay in order).
-
-    Example:
-        >>> customer_key({"customer_id": "c00042"})
-        'c00042'
-
-    """
-    if isinstance(event, bytes):
-        event = json.loads(event)
-    value = event.get("customer_id") if isinstance(event, dict) else None
-    return None if value is None else str(value)
+#: Key transactions by ``customer_id`` (one customer's transactions stay in order).
+customer_key = field_key("customer_id")
 
 
 # -- orders: JSON files, a few of them invalid -------------------------------------------------------------

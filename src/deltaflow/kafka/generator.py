@@ -108,18 +108,26 @@ def encode_event(event: Event) -> bytes:
     return json.dumps(event, separators=(",", ":")).encode()
 
 
-def user_key(event: Event) -> str | bytes | None:
-    """Key an event by its ``user_id`` (so one user's events stay in order on one partition).
+def field_key(field: str) -> KeyFn:
+    """A key function keying each event by its ``field`` (so one key's events stay in order on a partition).
 
     Example:
-        >>> user_key({"user_id": "u000042"})
-        'u000042'
+        >>> field_key("customer_id")({"customer_id": "c00042"})
+        'c00042'
 
     """
-    if isinstance(event, bytes):
-        event = json.loads(event)
-    value = event.get("user_id") if isinstance(event, dict) else None
-    return None if value is None else str(value)
+
+    def key(event: Event) -> str | bytes | None:
+        if isinstance(event, bytes):
+            event = json.loads(event)
+        value = event.get(field) if isinstance(event, dict) else None
+        return None if value is None else str(value)
+
+    return key
+
+
+#: Key clickstream events by ``user_id``: ``user_key({"user_id": "u000042"}) == "u000042"``.
+user_key = field_key("user_id")
 
 
 def _producer(bootstrap: str, timeout: float) -> Producer:
