@@ -12,7 +12,9 @@ Definition files use it as ``import deltaflow as dp``::
 from deltaflow.api import (
     append_flow,
     by_window,
+    create_auto_cdc_flow,
     create_streaming_table,
+    foreach_batch_sink,
     materialized_view,
     table,
     temporary_view,
@@ -28,7 +30,7 @@ from deltaflow.errors import (
     SinkError,
     SourceError,
 )
-from deltaflow.sources.delta import read, read_stream
+from deltaflow.sources.delta import read, read_changes, read_stream
 from deltaflow.sources.files import read_files
 from deltaflow.sources.kafka import read_kafka
 
@@ -46,10 +48,13 @@ __all__ = [
     "__version__",
     "append_flow",
     "by_window",
+    "create_auto_cdc_flow",
     "create_streaming_table",
+    "foreach_batch_sink",
     "materialized_view",
     "parameter",
     "read",
+    "read_changes",
     "read_files",
     "read_kafka",
     "read_stream",

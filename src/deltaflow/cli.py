@@ -111,7 +111,7 @@ def run(
         raise ConfigError("choose one of --available-now, --continuous, --once")
     pipeline = load_spec(spec)
     trigger = Trigger(modes[0] if modes else pipeline.trigger.mode, interval or pipeline.trigger.interval)
-    graph = load_graph(pipeline)
+    graph = load_graph(pipeline, start_spark=lambda: build_session(pipeline))
     plan = RunPlan(refresh=_names(refresh) or None, full_refresh=_names(full_refresh),
                    full_refresh_all=full_refresh_all)
     plan.check(graph)
@@ -142,10 +142,11 @@ def _analyse(spec: Path | None) -> Resolver:
     from deltaflow.spec import load_spec
 
     pipeline = load_spec(spec)
-    graph = load_graph(pipeline)
-    flow_triggers(pipeline, graph.flows, Trigger(pipeline.trigger.mode), mode_given=False)
     scratch = tempfile.mkdtemp(prefix="deltaflow-analyse-")
-    spark = build_session(pipeline, extra={"spark.sql.warehouse.dir": scratch, "spark.local.dir": scratch})
+    extra = {"spark.sql.warehouse.dir": scratch, "spark.local.dir": scratch}
+    graph = load_graph(pipeline, start_spark=lambda: build_session(pipeline, extra=extra))
+    flow_triggers(pipeline, graph.flows, Trigger(pipeline.trigger.mode), mode_given=False)
+    spark = build_session(pipeline, extra=extra)
     return Resolver(graph, PipelineContext(spark=spark, spec=pipeline), analyze_only=True).resolve()
 
 

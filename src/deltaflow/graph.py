@@ -3,7 +3,9 @@
 A *dataset* is a streaming table or materialized view deltaflow owns (``<storage>/tables/<name>``), or a
 temporary view (a named query, never stored). A *flow* is one query that writes into a dataset:
 ``@dp.table`` and ``@dp.materialized_view`` declare both at once (the flow is named after the dataset);
-``@dp.append_flow`` adds more flows to a streaming table.
+``@dp.append_flow`` adds more flows to a streaming table, ``dp.create_auto_cdc_flow`` adds a flow that
+upserts change events into one, and ``@dp.foreach_batch_sink`` declares a sink that flows hand each
+micro-batch to.
 
 Which datasets a flow reads is only known once its function has run; see :mod:`deltaflow.resolve`.
 
@@ -24,14 +26,18 @@ from typing import TYPE_CHECKING, Any, Literal
 from deltaflow.errors import GraphError
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
+    from pyspark.sql import Column, DataFrame
     from pyspark.sql.types import StructType
 
-DatasetKind = Literal["table", "materialized_view", "temporary_view"]
+DatasetKind = Literal["table", "materialized_view", "temporary_view", "sink"]
 
 KIND_LABELS: dict[str, str] = {
     "table": "streaming table", "materialized_view": "materialized view", "temporary_view": "temporary view",
+    "sink": "foreach-batch sink",
 }
+
+#: A user function handed each micro-batch of the flows into a sink, with its batch id.
+BatchHandler = Callable[["DataFrame", int], None]
 
 
 @dataclass(frozen=True)
@@ -71,11 +77,38 @@ class Dataset:
     table_properties: Mapping[str, str] = field(default_factory=dict)
     schema: StructType | str | None = None
     refresh: WindowRefresh | None = None
+    handler: BatchHandler | None = None
 
     @property
     def stored(self) -> bool:
-        """True for datasets kept as Delta tables (everything but temporary views)."""
+        """True for datasets kept as Delta tables of the pipeline (tables and materialized views)."""
+        return self.kind in ("table", "materialized_view")
+
+    @property
+    def runs(self) -> bool:
+        """True for datasets whose flows run (everything but temporary views)."""
         return self.kind != "temporary_view"
+
+
+@dataclass(frozen=True, eq=False)
+class AutoCdc:
+    """How an auto CDC flow applies change events to its target (see :func:`deltaflow.create_auto_cdc_flow`).
+
+    Example:
+        >>> AutoCdc(keys=("id",), sequence_by=("ts",)).scd_type
+        1
+
+    """
+
+    keys: tuple[str, ...]
+    sequence_by: tuple[str, ...]
+    apply_as_deletes: str | Column | None = None
+    apply_as_truncates: str | Column | None = None
+    column_list: tuple[str, ...] | None = None
+    except_column_list: tuple[str, ...] | None = None
+    scd_type: Literal[1, 2] = 1
+    track_history_column_list: tuple[str, ...] | None = None
+    ignore_null_updates: bool = False
 
 
 @dataclass(frozen=True)
@@ -87,6 +120,7 @@ class Flow:
     func: Callable[[], DataFrame]
     location: SourceLocation
     options: Mapping[str, Any] = field(default_factory=dict)
+    cdc: AutoCdc | None = None
 
 
 @dataclass
@@ -124,13 +158,22 @@ class PipelineGraph:
                 raise GraphError(f"flow '{flow.name}' writes to unknown dataset '{flow.target}'"
                                  f"{suggest(flow.target, self.datasets)}", location=str(flow.location),
                                  hint="declare it with dp.create_streaming_table or @dp.table")
-            if flow.name != flow.target and target.kind != "table":
-                raise GraphError(f"append flow '{flow.name}' targets {KIND_LABELS[target.kind]} "
-                                 f"'{flow.target}'; append flows only write to streaming tables",
+            if flow.name != flow.target and target.kind not in ("table", "sink"):
+                raise GraphError(f"flow '{flow.name}' targets {KIND_LABELS[target.kind]} "
+                                 f"'{flow.target}'; flows only write to streaming tables and sinks",
                                  location=str(flow.location))
+            if flow.cdc is not None and target.kind != "table":
+                raise GraphError(f"auto CDC flow '{flow.name}' targets {KIND_LABELS[target.kind]} "
+                                 f"'{flow.target}'", location=str(flow.location),
+                                 hint=f"declare the target with dp.create_streaming_table('{flow.target}')")
         for dataset in self.datasets.values():
+            cdc = [f for f in self.flows_into(dataset.name) if f.cdc is not None]
+            if cdc and len(cdc) != len(self.flows_into(dataset.name)):
+                raise GraphError(f"streaming table '{dataset.name}' mixes auto CDC and append flows",
+                                 location=str(dataset.location),
+                                 hint="write the appended rows to another table")
             if not self.flows_into(dataset.name):
-                raise GraphError(f"streaming table '{dataset.name}' has no flow writing into it",
+                raise GraphError(f"{KIND_LABELS[dataset.kind]} '{dataset.name}' has no flow writing into it",
                                  location=str(dataset.location),
                                  hint=f"add @dp.append_flow(target='{dataset.name}')")
         if not self.flows:

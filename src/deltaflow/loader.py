@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import runpy
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 
 from deltaflow.api import registering
@@ -40,13 +41,32 @@ def definition_files(spec: Spec) -> list[Path]:
     return files
 
 
-def load_graph(spec: Spec) -> PipelineGraph:
+def load_graph(spec: Spec, start_spark: Callable[[], object] | None = None) -> PipelineGraph:
     """Run every definition file and return the validated graph they registered.
+
+    Definition files load without Spark, so mistakes show at once. A file that builds Spark columns at
+    import (``sequence_by=F.col("ts")``, ``apply_as_deletes=F.expr(...)``) needs a running SparkContext:
+    then ``start_spark`` is called and the files are loaded again.
 
     Raises:
         GraphError: A file fails to import (naming its file and line) or the graph is invalid.
 
     """
+    try:
+        return _load(spec)
+    except GraphError as exc:
+        if start_spark is None or not _needs_spark(exc.__cause__):
+            raise
+    start_spark()
+    return _load(spec)
+
+
+def _needs_spark(exc: BaseException | None) -> bool:
+    frames = traceback.extract_tb(exc.__traceback__) if exc is not None else []
+    return isinstance(exc, AssertionError) and any("_active_spark_context" in (f.line or "") for f in frames)
+
+
+def _load(spec: Spec) -> PipelineGraph:
     import deltaflow
 
     graph = PipelineGraph()
@@ -58,7 +78,10 @@ def load_graph(spec: Spec) -> PipelineGraph:
             except DeltaflowError:
                 raise
             except Exception as exc:
-                raise GraphError(f"{type(exc).__name__}: {exc}", location=_failing_line(exc, file)) from exc
+                message = f"{type(exc).__name__}: {exc}"
+                if _needs_spark(exc):
+                    message = "this line builds a Spark column, which needs Spark running while loading"
+                raise GraphError(message, location=_failing_line(exc, file)) from exc
     graph.validate()
     return graph
 

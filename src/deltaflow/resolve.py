@@ -42,6 +42,8 @@ DELTA_STREAM_OPTIONS = (
     "ignoreDeletes", "ignoreChanges", "withEventTimeOrder", "readChangeFeed", "excludeRegex",
     "failOnDataLoss", "schemaTrackingLocation", "allowSourceColumnRenameAndDrop",
 )
+#: The table property that makes Delta record a table's Change Data Feed.
+CHANGE_FEED = "delta.enableChangeDataFeed"
 DELTA_BATCH_OPTIONS = ("versionAsOf", "timestampAsOf", "readChangeFeed", "startingVersion",
                        "endingVersion", "startingTimestamp", "endingTimestamp")
 
@@ -138,7 +140,8 @@ class Resolver:
         if dataset.stored and not self.analyze_only:
             from deltaflow.sinks.append import ensure_table
 
-            ensure_table(self.context.spark, dataset, self.context.table_path(name), self.schemas[name])
+            ensure_table(self.context.spark, dataset, self.context.table_path(name), self.schemas[name],
+                         self.table_properties(name))
 
     def _build(self, flow: Flow) -> ResolvedFlow:
         resolved = ResolvedFlow(flow, df=None)  # type: ignore[arg-type]  # set below
@@ -166,16 +169,21 @@ class Resolver:
                              hint="read inputs with spark.read.table / dp.read, or declare it with @dp.table")
         if dataset.kind == "table" and len(flows) == 1 and not flows[0].streaming and dataset.schema is None:
             return "materialized_view"  # @dp.table over a batch query, as in Spark Declarative Pipelines
-        if dataset.kind == "table":
+        if dataset.kind in ("table", "sink"):
             for batch in (f for f in flows if not f.streaming):
-                raise GraphError(f"flow '{batch.flow.name}' into streaming table '{dataset.name}' returns a "
-                                 "batch DataFrame", location=str(batch.flow.location),
+                label = KIND_LABELS[dataset.kind]
+                raise GraphError(f"flow '{batch.flow.name}' into {label} '{dataset.name}' returns a batch "
+                                 "DataFrame", location=str(batch.flow.location),
                                  hint="read its input with spark.readStream.table / dp.read_stream")
         return dataset.kind
 
     def _schema(self, dataset: Dataset, flows: list[ResolvedFlow]) -> StructType:
         if dataset.schema is not None:
             return self.context.spark.createDataFrame([], dataset.schema).schema
+        if flows[0].flow.cdc is not None:
+            from deltaflow.sinks.cdc import target_schema
+
+            return target_schema(flows[0].flow, flows[0].df.schema)
         return flows[0].df.schema
 
     # -- reads ------------------------------------------------------------------------------------------
@@ -204,12 +212,27 @@ class Resolver:
         if reader is not None:
             reader.inputs[name] = "stream" if streaming else "batch"
         kind = self.kinds[name]
+        changes = str(options.get("readChangeFeed", "false")).lower() == "true"
+        if kind == "sink":
+            raise GraphError(f"{what} reads sink '{name}'; sinks are written, not read", location=where)
         if kind == "temporary_view":
+            if changes:
+                raise GraphError(f"{what} reads the change feed of temporary view '{name}'", location=where,
+                                 hint="read the change feed of the table it reads")
             return self._read_view(name, streaming, where)
-        if streaming and kind == "materialized_view":
+        if streaming and kind == "materialized_view" and not changes:
             raise GraphError(f"{what} reads materialized view '{name}' as a stream; materialized views are "
                              "batch-only", location=where, hint=f"use spark.read.table('{name}')")
-        return self._read_table(name, streaming, options)
+        if changes and self.table_properties(name).get(CHANGE_FEED, "false").lower() != "true":
+            raise GraphError(f"{what} reads the change feed of '{name}', which does not record one",
+                             location=where, hint=f"declare '{name}' with table_properties="
+                             f"{{'{CHANGE_FEED}': 'true'}} or in deltaflow.yml table_properties")
+        passes = {"readchangefeed", "skipchangecommits", "ignorechanges"} & {k.lower() for k in options}
+        if streaming and kind == "table" and self.rewrites(name) and not passes:
+            raise GraphError(f"{what} streams auto CDC target '{name}', whose MERGEs update and delete rows",
+                             location=where, hint=f"stream its change feed: dp.read_changes('{name}', "
+                             "stream=True), or pass skipChangeCommits=True for its inserts only")
+        return self._read_table(name, streaming, options, changes)
 
     def _read_view(self, name: str, streaming: bool, where: str) -> DataFrame:
         view = self.flows[name]
@@ -222,9 +245,11 @@ class Resolver:
                              hint=f"read it with {verb}")
         return df
 
-    def _read_table(self, name: str, streaming: bool, options: Mapping[str, Any]) -> DataFrame:
+    def _read_table(self, name: str, streaming: bool, options: Mapping[str, Any], changes: bool) -> DataFrame:
         spark = self.context.spark
         schema = self.schemas[name]
+        if changes:
+            schema = _with_change_columns(schema)
         if self.analyze_only:
             return _placeholder(spark, schema, streaming)
         path = self.context.table_path(name)
@@ -263,6 +288,15 @@ class Resolver:
             self._building.pop()
 
     # -- questions about the graph ------------------------------------------------------------------------
+
+    def table_properties(self, dataset: str) -> dict[str, str]:
+        """The Delta table properties of ``dataset``: the spec's defaults, then the dataset's own."""
+        return {**self.context.spec.table_properties, **self.graph.datasets[dataset].table_properties}
+
+    def rewrites(self, dataset: str) -> bool:
+        """Whether ``dataset``'s table gets commits that change or remove rows (views, auto CDC targets)."""
+        return (self.kinds.get(dataset) == "materialized_view"
+                or any(f.cdc is not None for f in self.graph.flows_into(dataset)))
 
     def inputs(self, dataset: str) -> dict[str, ReadMode]:
         """The datasets ``dataset``'s flows read directly (temporary views included)."""
@@ -331,6 +365,15 @@ def _placeholder(spark: Any, schema: StructType, streaming: bool) -> DataFrame:
 
     rate = spark.readStream.format("rate").load()
     return rate.select([F.lit(None).cast(f.dataType).alias(f.name) for f in schema.fields])  # type: ignore[no-any-return]
+
+
+def _with_change_columns(schema: StructType) -> StructType:
+    """``schema`` and the columns a change-feed read adds."""
+    from pyspark.sql.types import LongType, StringType, StructField, StructType, TimestampType
+
+    return StructType([*schema.fields, StructField("_change_type", StringType()),
+                       StructField("_commit_version", LongType()),
+                       StructField("_commit_timestamp", TimestampType())])
 
 
 def _failing_line(exc: BaseException, flow: Flow) -> str:

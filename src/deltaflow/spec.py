@@ -8,6 +8,8 @@ Example ``deltaflow.yml``::
     configuration:
       spark.sql.shuffle.partitions: "4" # any spark.* key goes to the SparkSession
       source_topic: clicks              # anything else is a pipeline parameter (dp.parameter)
+    table_properties:                   # Delta table properties of every table (a table's own win)
+      delta.enableChangeDataFeed: true
     kafka:
       bootstrap_servers: ${KAFKA_BOOTSTRAP:-127.0.0.1:19092}
       options: {sasl.password: ${KAFKA_PASSWORD}}   # secret: never printed
@@ -97,13 +99,14 @@ class Spec(_Strict):
     storage: str
     libraries: list[str] = Field(default_factory=lambda: ["transformations/**/*.py"])
     configuration: dict[str, str] = Field(default_factory=dict)
+    table_properties: dict[str, str] = Field(default_factory=dict)
     kafka: KafkaSpec = Field(default_factory=KafkaSpec)
     trigger: TriggerSpec = Field(default_factory=TriggerSpec)
 
     _path: Path | None = PrivateAttr(default=None)
     _secrets: frozenset[str] = PrivateAttr(default=frozenset())
 
-    @field_validator("configuration", mode="before")
+    @field_validator("configuration", "table_properties", mode="before")
     @classmethod
     def _stringify(cls, value: Any) -> Any:
         if isinstance(value, dict):

@@ -85,7 +85,7 @@ def test_a_streaming_table_nobody_writes_is_an_error_at_its_line(tmp_path: Path)
 def test_append_flow_into_a_materialized_view_is_refused(tmp_path: Path) -> None:
     spec_file = project(tmp_path, "import deltaflow as dp\n\n@dp.materialized_view\ndef mv():\n    pass\n\n"
                         "@dp.append_flow(target='mv')\ndef extra():\n    pass\n")
-    with pytest.raises(GraphError, match="append flows only write to streaming tables"):
+    with pytest.raises(GraphError, match="flows only write to streaming tables and sinks"):
         load(spec_file)
 
 

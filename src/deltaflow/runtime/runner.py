@@ -28,6 +28,8 @@ from deltaflow.runtime.checkpoints import checkpoint_path, current_generation
 from deltaflow.runtime.refresh import FullRefresh
 from deltaflow.runtime.triggers import Trigger
 from deltaflow.sinks.append import ensure_table, start_append
+from deltaflow.sinks.cdc import DEFAULT_TOMBSTONE_SECONDS, TOMBSTONE_RETENTION, AutoCdcWriter
+from deltaflow.sinks.foreach_batch import start_foreach_batch
 from deltaflow.sinks.materialize import MaterializedView
 
 if TYPE_CHECKING:
@@ -68,7 +70,7 @@ class RunPlan:
                 if dataset is None:
                     raise ConfigError(f"unknown dataset '{name}'{suggest(name, graph.datasets)}",
                                       location=option, hint="see 'deltaflow graph'")
-                if not dataset.stored:
+                if not dataset.runs:
                     raise ConfigError(f"'{name}' is a temporary view; there is nothing to refresh",
                                       location=option)
 
@@ -152,10 +154,10 @@ class PipelineRun:
         return self.flow_triggers.get(flow, self.trigger)
 
     def _selected(self) -> set[str]:
-        stored = {n for n, d in self.graph.datasets.items() if d.stored}
+        running = {n for n, d in self.graph.datasets.items() if d.runs}
         if self.plan.refresh is None:
-            return stored
-        return self.resolver.upstream(set(self.plan.refresh)) & stored
+            return running
+        return self.resolver.upstream(set(self.plan.refresh)) & running
 
     def _full_refresh_set(self, selected: set[str]) -> list[str]:
         """The datasets to rebuild, upstream first, each with its refresh recorded before any work.
@@ -166,7 +168,7 @@ class PipelineRun:
         names = set(self.graph.datasets) if self.plan.full_refresh_all else set(self.plan.full_refresh)
         names |= {d for d in selected if FullRefresh(storage, d).pending() is not None}
         ordered = [d for d in self.resolver.order()
-                   if d in self.resolver.downstream(names) and self.graph.datasets[d].stored]
+                   if d in self.resolver.downstream(names) and self.graph.datasets[d].runs]
         for dataset in ordered:
             refresh = FullRefresh(storage, dataset)
             if refresh.pending() is None:
@@ -177,12 +179,12 @@ class PipelineRun:
     def _full_refresh(self, dataset: str) -> None:
         refresh = FullRefresh(self.spec.storage_path, dataset)
         kind = self.resolver.kinds[dataset]
-        how = "recompute" if kind != "table" else "rebuild in staging"
+        how = {"table": "rebuild in staging", "materialized_view": "recompute"}.get(kind, "from scratch")
         self.on_message(f"{dataset}: full refresh ({how})")
         try:
             if kind == "materialized_view":
                 self._view(dataset).refresh_all()
-            else:
+            elif kind == "table":
                 self._refill(dataset, refresh)
         except FlowError:
             raise
@@ -193,9 +195,10 @@ class PipelineRun:
 
     def _refill(self, dataset: str, refresh: FullRefresh) -> None:
         spec = self.graph.datasets[dataset]
-        ensure_table(self.spark, spec, refresh.staging, self.resolver.schemas[dataset])
+        ensure_table(self.spark, spec, refresh.staging, self.resolver.schemas[dataset],
+                     self.resolver.table_properties(dataset))
         for flow in self.graph.flows_into(dataset):
-            query = self._start_append(flow, path=refresh.staging, trigger=Trigger("available_now"))
+            query = self._start_flow(flow, path=refresh.staging, trigger=Trigger("available_now"))
             query.awaitTermination()
             error = query.exception()
             if error is not None:
@@ -247,21 +250,32 @@ class PipelineRun:
                     self.finished[flow.name] = FlowOutcome(flow.name, str(flow.location), "completed")
                     return
             else:
-                query = self._start_append(flow, path=self.context.table_path(flow.target),
-                                           trigger=self.trigger_of(flow.name))
+                query = self._start_flow(flow, path=self.context.table_path(flow.target),
+                                         trigger=self.trigger_of(flow.name))
         except Exception as exc:
             self.finished[flow.name] = FlowOutcome(flow.name, str(flow.location), "failed", first_line(exc))
             return
         self.queries[flow.name] = query
 
-    def _start_append(self, flow: Flow, *, path: str, trigger: Trigger) -> StreamingQuery:
+    def _start_flow(self, flow: Flow, *, path: str, trigger: Trigger) -> StreamingQuery:
+        """Start ``flow``'s query writing to ``path``: an append, an auto CDC MERGE, or a sink function."""
         storage = self.spec.storage_path
-        generation = current_generation(storage, flow.target, flow.name)
-        return start_append(
-            self.resolver.flows[flow.name].df, name=flow.name, path=path, trigger=trigger,
-            partition_cols=self.graph.datasets[flow.target].partition_cols,
-            checkpoint=checkpoint_path(storage, flow.target, flow.name, generation),
-        )
+        checkpoint = checkpoint_path(storage, flow.target, flow.name,
+                                     current_generation(storage, flow.target, flow.name))
+        df = self.resolver.flows[flow.name].df
+        target = self.graph.datasets[flow.target]
+        if flow.cdc is not None:
+            retention = self.resolver.table_properties(flow.target).get(TOMBSTONE_RETENTION)
+            writer = AutoCdcWriter(flow, path, checkpoint,
+                                   int(retention) if retention else DEFAULT_TOMBSTONE_SECONDS)
+            writer.prepare(self.spark, df.schema)
+            return start_foreach_batch(df, name=flow.name, handler=writer.apply, checkpoint=checkpoint,
+                                       trigger=trigger)
+        if target.handler is not None:
+            return start_foreach_batch(df, name=flow.name, handler=target.handler, checkpoint=checkpoint,
+                                       trigger=trigger)
+        return start_append(df, name=flow.name, path=path, trigger=trigger, checkpoint=checkpoint,
+                            partition_cols=target.partition_cols)
 
     def _view(self, dataset: str) -> MaterializedView:
         if dataset not in self.views:
@@ -330,7 +344,7 @@ class PipelineRun:
             if name in self.finished:
                 result.append(self.finished[name])
             elif query is None:
-                if self.graph.datasets[flow.target].stored and name in self.pending:
+                if self.graph.datasets[flow.target].runs and name in self.pending:
                     result.append(FlowOutcome(name, location, "not started"))
             elif (error := query.exception()) is not None:
                 result.append(FlowOutcome(name, location, "failed", first_line(error)))

@@ -8,6 +8,7 @@ readers and downstream flows see a table as soon as the pipeline starts.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from deltaflow.runtime.triggers import Trigger
@@ -20,14 +21,15 @@ if TYPE_CHECKING:
     from deltaflow.graph import Dataset
 
 
-def ensure_table(spark: SparkSession, dataset: Dataset, path: str, schema: StructType) -> None:
-    """Create the Delta table at ``path`` with ``schema`` unless it exists."""
+def ensure_table(spark: SparkSession, dataset: Dataset, path: str, schema: StructType,
+                 properties: Mapping[str, str]) -> None:
+    """Create the Delta table at ``path`` with ``schema`` and table ``properties`` unless it exists."""
     from delta.tables import DeltaTable
 
     builder = DeltaTable.createIfNotExists(spark).location(path).addColumns(schema)
     if dataset.partition_cols:
         builder = builder.partitionedBy(*dataset.partition_cols)
-    for key, value in dataset.table_properties.items():
+    for key, value in properties.items():
         builder = builder.property(key, value)
     if dataset.comment:
         builder = builder.comment(dataset.comment)

@@ -17,11 +17,11 @@ Example:
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from deltaflow.errors import SinkError
+from deltaflow.sinks.idempotent import flow_app_id
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
@@ -82,8 +82,8 @@ class MaterializedView:
         parts = []
         for name in self.inputs:
             reader = spark.readStream.format("delta")
-            if self.resolver.kinds[name] == "materialized_view":
-                reader = reader.option("ignoreChanges", "true")  # a view's rewrite is new data for us
+            if self.resolver.rewrites(name):
+                reader = reader.option("ignoreChanges", "true")  # a rewrite is new data for us
             df = reader.load(self.resolver.context.table_path(name))
             if refresh is not None and refresh.column in df.columns:
                 window = F.window(refresh.column, refresh.duration)
@@ -141,10 +141,7 @@ class MaterializedView:
     def app_id(self) -> str:
         """``txnAppId`` of this view's writes: its checkpoint identity, new whenever the checkpoint is."""
         if self._app_id is None:
-            spark = self.resolver.context.spark
-            metadata = spark.read.text(f"{self.checkpoint}/metadata").first()
-            query_id = json.loads(metadata[0])["id"] if metadata else "unknown"
-            self._app_id = f"deltaflow:{self.checkpoint.rsplit('/_checkpoints/', 1)[-1]}:{query_id}"
+            self._app_id = flow_app_id(self.resolver.context.spark, self.checkpoint)
         return self._app_id
 
 

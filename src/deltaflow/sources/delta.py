@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from deltaflow.context import current
+from deltaflow.errors import GraphError
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -53,6 +54,51 @@ def read(name: str, **options: Any) -> DataFrame:
     from deltaflow.resolve import active_resolver
 
     return active_resolver().read(name, streaming=False, options=options)
+
+
+def read_changes(
+    name: str, *, starting_version: int | None = None, starting_timestamp: str | None = None,
+    ending_version: int | None = None, ending_timestamp: str | None = None, stream: bool = False,
+    **options: Any,
+) -> DataFrame:
+    """Read the Change Data Feed of pipeline table ``name``: its row changes, as a batch or a stream.
+
+    Each row has the table's columns and ``_change_type`` (``insert``, ``update_preimage``,
+    ``update_postimage``, ``delete``), ``_commit_version`` and ``_commit_timestamp``. The table must record
+    its changes: ``table_properties={"delta.enableChangeDataFeed": "true"}`` on the table, or under
+    ``table_properties`` in ``deltaflow.yml`` for every table.
+
+    Args:
+        name: A streaming table or materialized view of the pipeline.
+        starting_version: The first version to read (batch default: 0; stream default: the current
+            snapshot as inserts, then every change).
+        starting_timestamp: The first commit time to read, instead of a version.
+        ending_version: The last version to read (batch only).
+        ending_timestamp: The last commit time to read (batch only).
+        stream: Read new changes as they are committed, each once.
+        **options: More Delta source options (``maxFilesPerTrigger`` ...).
+
+    Raises:
+        GraphError: An ending bound on a stream, or a table without a change feed.
+
+    Example:
+        >>> @dp.table  # doctest: +SKIP
+        ... def customers_audit():
+        ...     return dp.read_changes("customers", stream=True)
+
+    """
+    from deltaflow.resolve import active_resolver
+
+    if stream and (ending_version is not None or ending_timestamp is not None):
+        raise GraphError(f"a stream of the changes of '{name}' takes no ending_version/ending_timestamp",
+                         hint="drop them, or read a batch with stream=False")
+    bounds = {"startingVersion": starting_version, "startingTimestamp": starting_timestamp,
+              "endingVersion": ending_version, "endingTimestamp": ending_timestamp}
+    given = {k: str(v) for k, v in bounds.items() if v is not None}
+    if not stream and "startingVersion" not in given and "startingTimestamp" not in given:
+        given["startingVersion"] = "0"
+    options = {**options, "readChangeFeed": "true", **given}
+    return active_resolver().read(name, streaming=stream, options=options)
 
 
 class PipelineReader:

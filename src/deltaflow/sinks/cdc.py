@@ -1,0 +1,345 @@
+"""Auto CDC: apply a stream of change events to a Delta table, one idempotent MERGE per micro-batch.
+
+SCD type 1 keeps the latest row per key:
+
+- within a batch, the latest event per key by ``sequence_by`` wins (so MERGE never sees two source rows
+  for one target row);
+- across batches, an event whose sequence is not above the target row's is ignored, so an older event
+  never overwrites newer state;
+- a delete leaves a *tombstone* (key and sequence) in a small Delta table in the flow's checkpoint folder,
+  so an insert of the same or an older sequence arriving later does not bring the row back. Tombstones are
+  dropped after the target's ``pipelines.cdc.tombstoneGCThresholdInSeconds`` (default two days).
+
+SCD type 2 keeps every version, bounded by ``__START_AT`` / ``__END_AT``. For the keys a batch touches,
+the history is rebuilt from the stored versions, the tombstones and the new events, in sequence order,
+and the differences are merged in: an out-of-order event lands at its place in history, a delete closes
+the current version.
+
+All writes of a batch (target and tombstones) carry the flow's ``txnAppId`` / ``txnVersion``, so a batch
+replayed after a crash changes nothing (see :mod:`deltaflow.sinks.idempotent`). The tombstones a batch
+reads are never changed by the batch itself in a way that alters its result, so a replay computes the
+same writes.
+
+Example:
+    >>> writer = AutoCdcWriter(flow, target_path, checkpoint, retention_seconds=172800)  # doctest: +SKIP
+    >>> query = start_foreach_batch(df, name=flow.name, handler=writer.apply, ...)  # doctest: +SKIP
+
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from deltaflow.errors import GraphError, SinkError
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame, SparkSession
+    from pyspark.sql.types import DataType, StructType
+
+    from deltaflow.graph import AutoCdc, Flow
+
+START_AT, END_AT = "__START_AT", "__END_AT"
+TOMBSTONE_RETENTION = "pipelines.cdc.tombstoneGCThresholdInSeconds"
+DEFAULT_TOMBSTONE_SECONDS = 2 * 24 * 3600
+_SEQ, _OP, _RANK, _FRESH, _SRC, _DELETED_AT = "_df_seq", "_df_op", "_df_rank", "_df_fresh", "_df_src", \
+    "_df_deleted_at"
+UPSERT, DELETE, TRUNCATE = "upsert", "delete", "truncate"
+
+
+def target_columns(flow: Flow, source: StructType) -> list[str]:
+    """The source columns the target keeps, checked against ``source``.
+
+    Raises:
+        GraphError: A named column is missing from the source, or a key or sequence column is left out.
+
+    """
+    cdc = _cdc(flow)
+    names = source.names
+    named = {"keys": cdc.keys, "sequence_by": cdc.sequence_by, "column_list": cdc.column_list or (),
+             "except_column_list": cdc.except_column_list or (),
+             "track_history_column_list": cdc.track_history_column_list or ()}
+    for what, columns in named.items():
+        for column in columns:
+            if column not in names:
+                raise GraphError(f"auto CDC flow '{flow.name}': {what} column '{column}' is not in the "
+                                 f"source (columns: {', '.join(names)})", location=str(flow.location))
+    kept = [c for c in (cdc.column_list or names) if c not in (cdc.except_column_list or ())]
+    for what, columns in (("key", cdc.keys), ("sequence_by", cdc.sequence_by)):
+        for column in columns:
+            if column not in kept:
+                raise GraphError(f"auto CDC flow '{flow.name}' leaves {what} column '{column}' out of the "
+                                 "target; deltaflow keeps it to order late events",
+                                 location=str(flow.location), hint="keep it in column_list")
+    return kept
+
+
+def target_schema(flow: Flow, source: StructType) -> StructType:
+    """The target table's schema: the kept columns, and for SCD type 2 ``__START_AT`` / ``__END_AT``."""
+    from pyspark.sql.types import StructField, StructType
+
+    kept = target_columns(flow, source)
+    fields = [source[c] for c in kept]
+    if _cdc(flow).scd_type == 2:
+        sequence = _sequence_type(flow, source)
+        fields += [StructField(START_AT, sequence), StructField(END_AT, sequence)]
+    return StructType(fields)
+
+
+@dataclass
+class AutoCdcWriter:
+    """Applies each micro-batch of an auto CDC flow to its target.
+
+    Args:
+        flow: The auto CDC flow.
+        path: The target Delta table.
+        checkpoint: The flow's checkpoint folder (the tombstones live in it, so a full refresh resets them).
+        retention_seconds: How long a tombstone is kept.
+
+    """
+
+    flow: Flow
+    path: str
+    checkpoint: str
+    retention_seconds: int = DEFAULT_TOMBSTONE_SECONDS
+
+    def __post_init__(self) -> None:
+        self.cdc = _cdc(self.flow)
+        self.tombstones = f"{self.checkpoint}/tombstones"
+        self.kept: list[str] = []
+
+    def prepare(self, spark: SparkSession, source: StructType) -> None:
+        """Check the source's columns and create the tombstone table (so every batch can read it)."""
+        from delta.tables import DeltaTable
+        from pyspark.sql.types import StructField, TimestampType
+
+        self.kept = target_columns(self.flow, source)
+        fields = [source[k] for k in self.cdc.keys]
+        fields += [StructField(_SEQ, _sequence_type(self.flow, source)),
+                   StructField(_DELETED_AT, TimestampType())]
+        DeltaTable.createIfNotExists(spark).location(self.tombstones).addColumns(fields).execute()
+
+    def apply(self, batch: DataFrame, batch_id: int) -> None:
+        """Apply one micro-batch (called inside :func:`~deltaflow.sinks.idempotent.idempotent_writes`)."""
+        from pyspark import StorageLevel
+
+        events = self._events(batch).persist(StorageLevel.MEMORY_AND_DISK)
+        try:
+            if events.isEmpty():
+                return
+            self._check_sequence(events)
+            if self.cdc.scd_type == 1:
+                self._scd1(events)
+            else:
+                self._scd2(events)
+        finally:
+            events.unpersist()
+
+    # -- events -------------------------------------------------------------------------------------------
+
+    def _events(self, batch: DataFrame) -> DataFrame:
+        from pyspark.sql import functions as F
+
+        cdc = self.cdc
+        sequence = (F.col(cdc.sequence_by[0]) if len(cdc.sequence_by) == 1
+                    else F.struct(*[F.col(c) for c in cdc.sequence_by]))
+        op = F.lit(UPSERT)
+        if cdc.apply_as_truncates is not None:
+            op = F.when(_condition(cdc.apply_as_truncates), F.lit(TRUNCATE)).otherwise(op)
+        if cdc.apply_as_deletes is not None:
+            op = F.when(_condition(cdc.apply_as_deletes), F.lit(DELETE)).otherwise(op)
+        return batch.select(*[F.col(c) for c in self.kept], sequence.alias(_SEQ), op.alias(_OP),
+                            F.when(op == DELETE, 1).otherwise(0).alias(_RANK))
+
+    def _check_sequence(self, events: DataFrame) -> None:
+        from pyspark.sql import functions as F
+
+        missing = F.lit(False)
+        for column in self.cdc.sequence_by:
+            missing = missing | F.col(column).isNull()
+        count = events.where(missing).count()
+        if count:
+            raise SinkError(f"auto CDC flow '{self.flow.name}': {count} event(s) have a null sequence_by "
+                            f"({', '.join(self.cdc.sequence_by)}); their order is unknown",
+                            location=str(self.flow.location),
+                            hint="fill it in upstream, or filter those events out in the source view")
+
+    @property
+    def _values(self) -> list[str]:
+        return [c for c in self.kept if c not in self.cdc.keys]
+
+    def _keys_match(self, left: str, right: str) -> str:
+        return " AND ".join(f"{left}.`{k}` <=> {right}.`{k}`" for k in self.cdc.keys)
+
+    def _tombstones(self, session: SparkSession) -> DataFrame:
+        return session.read.format("delta").load(self.tombstones)
+
+    def _cutoff(self) -> str:
+        return f"current_timestamp() - INTERVAL {int(self.retention_seconds)} SECONDS"
+
+    # -- SCD type 1 ---------------------------------------------------------------------------------------
+
+    def _scd1(self, events: DataFrame) -> None:
+        from delta.tables import DeltaTable
+        from pyspark.sql import Window
+        from pyspark.sql import functions as F
+
+        session = events.sparkSession
+        cdc = self.cdc
+        truncated = (cdc.apply_as_truncates is not None
+                     and events.where(F.col(_OP) == TRUNCATE).limit(1).count() > 0)
+        if truncated:  # the events up to the last truncate are void, and every stored row goes
+            last = events.where(F.col(_OP) == TRUNCATE).agg(F.max(_SEQ).alias("_df_truncate"))
+            events = (events.crossJoin(F.broadcast(last)).where(F.col(_SEQ) > F.col("_df_truncate"))
+                      .drop("_df_truncate"))
+        in_order = Window.partitionBy(*cdc.keys).orderBy(_SEQ, _RANK)
+        so_far = in_order.rowsBetween(Window.unboundedPreceding, Window.currentRow)
+        events = events.withColumn("_df_epoch", F.sum(_RANK).over(so_far))
+        if cdc.ignore_null_updates:  # an update's nulls take the values of the batch's earlier updates
+            segment = (Window.partitionBy(*cdc.keys, "_df_epoch").orderBy(_SEQ, _RANK)
+                       .rowsBetween(Window.unboundedPreceding, Window.currentRow))
+            for column in self._values:
+                events = events.withColumn(column, F.last(F.when(F.col(_OP) == UPSERT, F.col(column)),
+                                                          ignorenulls=True).over(segment))
+        latest = Window.partitionBy(*cdc.keys).orderBy(F.col(_SEQ).desc(), F.col(_RANK).desc())
+        winners = (events.withColumn("_df_n", F.row_number().over(latest)).where("_df_n = 1")
+                   .withColumn(_FRESH, F.lit(truncated)
+                               | ((F.col("_df_epoch") > 0) & (F.col(_OP) == UPSERT))))
+        winners = (winners.alias("w").join(self._tombstones(session).alias("b"),
+                                           F.expr(self._keys_match("w", "b")), "left")
+                   .where(F.col(f"b.{_SEQ}").isNull() | (F.col(f"w.{_SEQ}") > F.col(f"b.{_SEQ}")))
+                   .select("w.*"))
+        newer = f"(s.{_SEQ} > {self._sequence_of('t')} OR s.{_FRESH})"
+        value: dict[str, str | Column] = {c: f"s.`{c}`" for c in self.kept}
+        if cdc.ignore_null_updates:
+            value.update({c: f"CASE WHEN s.{_FRESH} THEN s.`{c}` ELSE coalesce(s.`{c}`, t.`{c}`) END"
+                          for c in self._values})
+        merge = (DeltaTable.forPath(session, self.path).alias("t")
+                 .merge(winners.alias("s"), self._keys_match("t", "s"))
+                 .whenMatchedDelete(condition=f"s.{_OP} = '{DELETE}' AND {newer}")
+                 .whenMatchedUpdate(condition=f"s.{_OP} = '{UPSERT}' AND {newer}", set=value)
+                 .whenNotMatchedInsert(condition=f"s.{_OP} = '{UPSERT}'", values={c: f"s.`{c}`"
+                                                                                 for c in self.kept}))
+        if truncated:
+            merge = merge.whenNotMatchedBySourceDelete()
+        merge.execute()
+        self._record_tombstones_scd1(winners)
+
+    def _sequence_of(self, alias: str) -> str:
+        columns = [f"{alias}.`{c}`" for c in self.cdc.sequence_by]
+        if len(columns) == 1:
+            return columns[0]
+        return "named_struct(" + ", ".join(f"'{c}', {a}" for c, a in zip(self.cdc.sequence_by, columns,
+                                                                             strict=True)) + ")"
+
+    def _record_tombstones_scd1(self, winners: DataFrame) -> None:
+        """Keep the newest delete per key; an applied upsert newer than a key's tombstone removes it."""
+        from delta.tables import DeltaTable
+        from pyspark.sql import functions as F
+
+        if winners.where(F.col(_OP) == DELETE).limit(1).count() == 0:
+            return
+        source = winners.select(*self.cdc.keys, _SEQ, _OP)
+        (DeltaTable.forPath(winners.sparkSession, self.tombstones).alias("t")
+         .merge(source.alias("s"), self._keys_match("t", "s"))
+         .whenMatchedUpdate(condition=f"s.{_OP} = '{DELETE}' AND s.{_SEQ} > t.{_SEQ}",
+                            set={_SEQ: f"s.{_SEQ}", _DELETED_AT: "current_timestamp()"})
+         .whenMatchedDelete(condition=f"s.{_OP} = '{UPSERT}' AND s.{_SEQ} > t.{_SEQ}")
+         .whenNotMatchedInsert(condition=f"s.{_OP} = '{DELETE}'",
+                               values={**{k: f"s.`{k}`" for k in self.cdc.keys}, _SEQ: f"s.{_SEQ}",
+                                       _DELETED_AT: "current_timestamp()"})
+         .whenNotMatchedBySourceDelete(condition=f"t.{_DELETED_AT} < {self._cutoff()}")
+         .execute())
+
+    # -- SCD type 2 ---------------------------------------------------------------------------------------
+
+    def _scd2(self, events: DataFrame) -> None:
+        from delta.tables import DeltaTable
+        from pyspark.sql import Window
+        from pyspark.sql import functions as F
+
+        session = events.sparkSession
+        cdc = self.cdc
+        columns = [*self.kept, _SEQ, _OP, _RANK, _SRC]
+        events = events.withColumn(_SRC, F.lit(1))
+        target = session.read.format("delta").load(self.path)
+        touched = events.select(*cdc.keys).distinct().alias("k")
+        stored = target.alias("t").join(touched, F.expr(self._keys_match("t", "k")), "left_semi")
+        stored_versions = stored.select(*self.kept, F.col(START_AT).alias(_SEQ), F.lit(UPSERT).alias(_OP),
+                                        F.lit(0).alias(_RANK), F.lit(0).alias(_SRC))
+        tombs = self._tombstones(session).alias("t")
+        deletes = tombs.join(touched, F.expr(self._keys_match("t", "k")), "left_semi").select(
+            *[F.col(k) for k in cdc.keys],
+            *[F.lit(None).cast(target.schema[c].dataType).alias(c) for c in self._values],
+            F.col(_SEQ), F.lit(DELETE).alias(_OP), F.lit(1).alias(_RANK), F.lit(0).alias(_SRC))
+        history = events.select(*columns).unionByName(stored_versions).unionByName(deletes)
+        once = Window.partitionBy(*cdc.keys, _SEQ).orderBy(F.col(_SRC).desc(), F.col(_RANK).desc())
+        history = history.withColumn("_df_n", F.row_number().over(once)).where("_df_n = 1")
+        in_order = Window.partitionBy(*cdc.keys).orderBy(_SEQ)
+        starts = F.col(_OP) == UPSERT
+        if cdc.track_history_column_list is not None:
+            previous_op = F.lag(_OP).over(in_order)
+            changed = F.lit(False)
+            for column in cdc.track_history_column_list:
+                changed = changed | ~F.col(column).eqNullSafe(F.lag(column).over(in_order))
+            starts = starts & (previous_op.isNull() | (previous_op == DELETE) | changed)
+        boundary = (F.col(_OP) == DELETE) | starts
+        history = history.withColumn("_df_head", boundary).withColumn(
+            "_df_group", F.sum(F.col("_df_head").cast("int")).over(
+                in_order.rowsBetween(Window.unboundedPreceding, Window.currentRow)))
+        group = (Window.partitionBy(*cdc.keys, "_df_group").orderBy(_SEQ)
+                 .rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing))
+        for column in self._values:  # a version holds the last values of its events (in-place updates)
+            last = F.last(column, ignorenulls=cdc.ignore_null_updates)
+            history = history.withColumn(column, last.over(group))
+        heads = history.where("_df_head").withColumn(END_AT, F.lead(_SEQ).over(in_order))
+        versions = heads.where(F.col(_OP) == UPSERT).select(*self.kept, F.col(_SEQ).alias(START_AT), END_AT)
+        start_matches = self._keys_match("t", "s") + f" AND t.`{START_AT}` <=> s.`{START_AT}`"
+        stale = stored.alias("t").join(versions.alias("s"), F.expr(start_matches), "left_anti")
+        changes = (versions.withColumn(_OP, F.lit(UPSERT))
+                   .unionByName(stale.select(*self.kept, START_AT, END_AT).withColumn(_OP, F.lit(DELETE))))
+        same = " AND ".join(f"t.`{c}` <=> s.`{c}`" for c in [*self._values, END_AT])
+        (DeltaTable.forPath(session, self.path).alias("t")
+         .merge(changes.alias("s"), start_matches)
+         .whenMatchedDelete(condition=f"s.{_OP} = '{DELETE}'")
+         .whenMatchedUpdate(condition=f"s.{_OP} = '{UPSERT}' AND NOT ({same})",
+                            set={c: f"s.`{c}`" for c in [*self.kept, START_AT, END_AT]})
+         .whenNotMatchedInsert(condition=f"s.{_OP} = '{UPSERT}'",
+                               values={c: f"s.`{c}`" for c in [*self.kept, START_AT, END_AT]})
+         .execute())
+        self._record_tombstones_scd2(events)
+
+    def _record_tombstones_scd2(self, events: DataFrame) -> None:
+        """Keep every delete: history is rebuilt from versions and deletes."""
+        from delta.tables import DeltaTable
+        from pyspark.sql import functions as F
+
+        new = events.where(F.col(_OP) == DELETE).select(*self.cdc.keys, _SEQ).distinct()
+        if new.limit(1).count() == 0:
+            return
+        (DeltaTable.forPath(events.sparkSession, self.tombstones).alias("t")
+         .merge(new.alias("s"), self._keys_match("t", "s") + f" AND t.{_SEQ} <=> s.{_SEQ}")
+         .whenNotMatchedInsert(values={**{k: f"s.`{k}`" for k in self.cdc.keys}, _SEQ: f"s.{_SEQ}",
+                                       _DELETED_AT: "current_timestamp()"})
+         .whenNotMatchedBySourceDelete(condition=f"t.{_DELETED_AT} < {self._cutoff()}")
+         .execute())
+
+
+def _cdc(flow: Flow) -> AutoCdc:
+    assert flow.cdc is not None, f"{flow.name} is not an auto CDC flow"
+    return flow.cdc
+
+
+def _condition(condition: str | Column) -> Column:
+    from pyspark.sql import functions as F
+
+    return F.expr(condition) if isinstance(condition, str) else condition
+
+
+def _sequence_type(flow: Flow, source: StructType) -> DataType:
+    from pyspark.sql.types import StructType
+
+    columns = _cdc(flow).sequence_by
+    if len(columns) == 1:
+        return source[columns[0]].dataType
+    return StructType([source[c] for c in columns])
