@@ -4,6 +4,7 @@
     deltaflow dry-run [--spec PATH]  resolve and analyse the pipeline, write nothing
     deltaflow graph [--format text|mermaid|dot]
     deltaflow run [--available-now | --continuous | --once] [--refresh a,b] [--full-refresh a]
+    deltaflow changes TABLE [--from V] [--to V] [--json]    a table's Change Data Feed, without Spark
     deltaflow demo [--example clickstream|orders|fraud] [--seconds 60] [--rate 1000]
     deltaflow kafka start|stop|status [--port 19092]
 
@@ -173,6 +174,39 @@ def graph(
     if format not in FORMATS:
         raise ConfigError(f"unknown format '{format}'", location="--format", hint="text, mermaid or dot")
     out.print(FORMATS[format](_analyse(spec)), markup=False, soft_wrap=True)
+
+
+@app.command()
+def changes(
+    table: Annotated[str, typer.Argument(help="A table of the pipeline.")],
+    start: Annotated[int, typer.Option("--from", help="First version to show.")] = 0,
+    end: Annotated[int | None, typer.Option("--to", help="Last version to show (default: the latest).")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON object per line.")] = False,
+    limit: Annotated[int, typer.Option(help="At most this many rows in the table view (0: all).")] = 50,
+    spec: SpecOption = None,
+) -> None:
+    """Show a table's Change Data Feed: every inserted, updated and deleted row between two versions."""
+    from rich.table import Table
+
+    from deltaflow.ops.changes import json_line, table_changes
+    from deltaflow.spec import load_spec
+
+    rows = table_changes(load_spec(spec), table, start, end)
+    if as_json:
+        for row in rows:
+            out.print(json_line(row), markup=False, soft_wrap=True, highlight=False)
+        return
+    if not rows:
+        out.print(f"{table}: no changes in versions {start}..{'latest' if end is None else end}", markup=False)
+        return
+    view = Table(*rows[0].keys(), title=f"{table}: {len(rows):,} change(s)", title_justify="left")
+    shown = rows if limit <= 0 else rows[:limit]
+    for row in shown:
+        view.add_row(*("" if v is None else str(v) for v in row.values()))
+    out.print(view)
+    if len(shown) < len(rows):
+        out.print(f"... {len(rows) - len(shown):,} more (--limit 0 shows all, --json for JSON lines)",
+                  markup=False)
 
 
 @app.command()

@@ -35,7 +35,7 @@ class PipelineContext:
 
     def table_path(self, dataset: str) -> str:
         """Where the Delta table of ``dataset`` lives."""
-        return f"{self.spec.storage_path}/tables/{dataset}"
+        return self.spec.table_path(dataset)
 
 
 _CURRENT: ContextVar[PipelineContext | None] = ContextVar("deltaflow_pipeline", default=None)

@@ -367,6 +367,18 @@ def _placeholder(spark: Any, schema: StructType, streaming: bool) -> DataFrame:
     return rate.select([F.lit(None).cast(f.dataType).alias(f.name) for f in schema.fields])  # type: ignore[no-any-return]
 
 
+def _python_error(text: str) -> str | None:
+    """The error a Python traceback inside a Spark error ends with (a foreachBatch function raised)."""
+    if "Traceback (most recent call last):" not in text:
+        return None
+    python = text.rsplit("Traceback (most recent call last):", 1)[1].split("\n\tat ", 1)[0]
+    raised = re.findall(r"^([A-Za-z_][\w.]*): (.+)$", python, re.MULTILINE)
+    if not raised:
+        return None
+    name, message = raised[-1]
+    return message if re.match(r"DF-[A-Z]+ ", message) else f"{name.rsplit('.', 1)[-1]}: {message}"
+
+
 def _with_change_columns(schema: StructType) -> StructType:
     """``schema`` and the columns a change-feed read adds."""
     from pyspark.sql.types import LongType, StringType, StructField, StructType, TimestampType
@@ -394,6 +406,8 @@ def first_line(exc: BaseException) -> str:
         exc = exc._cause  # type: ignore[attr-defined]
     text = str(getattr(exc, "desc", None) or exc).strip()
     trace = str(getattr(exc, "stackTrace", None) or getattr(exc, "_stackTrace", None) or "")
+    if (python := _python_error(text + "\n" + trace)) is not None:
+        return python[:300]
     causes = [line.split("Caused by:", 1)[1] for line in (text + "\n" + trace).splitlines()
               if line.lstrip().startswith("Caused by:")]
     if causes:

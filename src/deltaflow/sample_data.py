@@ -4,7 +4,9 @@
   :class:`deltaflow.kafka.generator.EventGenerator`) and :func:`customer_records` /
   :func:`customer_update` for the customer dimension's files;
 - orders (``examples/orders``): :func:`order_events`, a few percent of them invalid on purpose, dropped
-  into a landing folder by :class:`FileFeeder` (files appear atomically, see :func:`write_json_lines`).
+  into a landing folder by :class:`FileFeeder` (files appear atomically, see :func:`write_json_lines`);
+- customers_cdc (``examples/customers_cdc``): :func:`customer_changes`, a change log of inserts, updates
+  and deletes as it arrives from a CDC tool: out of order, with duplicates.
 
 Example:
     >>> rows = customer_records(random.Random(1), datetime(2025, 5, 1, tzinfo=UTC), 2)
@@ -318,3 +320,49 @@ class FileFeeder(threading.Thread):
                 self._stopping.wait(max(0.0, next_at - time.monotonic()))
         except BaseException as exc:  # kept for the caller, a thread cannot raise to it
             self.error = exc
+
+
+CHANGE_OPS = ("INSERT", "UPDATE", "DELETE")
+_TIERS = ("bronze", "silver", "gold", "platinum")
+_CITIES = ("Oslo", "Lisbon", "Austin", "Pune", "Lagos", "Osaka", "Quito", "Turin")
+
+
+def customer_changes(
+    customers: int = 200, events: int = 2_000, *, seed: int = 7, start_seq: int = 1,
+    disorder: int = 20, duplicates: float = 0.05, delete_share: float = 0.08,
+) -> list[dict[str, Any]]:
+    """A CDC change log of ``events`` events for ``customers`` customers, in *arrival* order.
+
+    Each event has ``customer_id``, ``op`` (INSERT, UPDATE or DELETE), ``seq`` (the source's commit order,
+    unique and increasing from ``start_seq``), ``name``, ``email``, ``tier``, ``city`` and ``updated_at``;
+    a delete carries the key and sequence only, as CDC tools send them. Arrival order differs from ``seq``:
+    each event arrives up to ``disorder`` positions early or late (so a delete may arrive before the insert
+    it follows), and a share ``duplicates`` of events arrives a second time, later.
+
+    Example:
+        >>> log = customer_changes(50, 400, seed=1)
+        >>> len(log) > 400, len({e["seq"] for e in log})  # duplicates arrive, every seq at least once
+        (True, 400)
+
+    """
+    rng = random.Random(seed)
+    alive: set[str] = set()
+    log: list[dict[str, Any]] = []
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    for seq in range(start_seq, start_seq + events):
+        customer = f"cust-{rng.randrange(customers):05d}"
+        op = "INSERT" if customer not in alive else ("DELETE" if rng.random() < delete_share else "UPDATE")
+        event: dict[str, Any] = {"customer_id": customer, "op": op, "seq": seq, "name": None, "email": None,
+                                 "tier": None, "city": None, "updated_at": _iso(start + timedelta(seconds=seq))}
+        if op == "DELETE":
+            alive.discard(customer)
+        else:
+            alive.add(customer)
+            number = int(customer.split("-")[1])
+            event.update(name=f"Customer {number}", email=f"c{number}.{seq}@example.com",
+                         tier=rng.choice(_TIERS), city=rng.choice(_CITIES))
+        log.append(event)
+    arrival = sorted(log, key=lambda e: e["seq"] + rng.uniform(-disorder, disorder))
+    for event in [e for e in log if rng.random() < duplicates]:
+        arrival.insert(rng.randrange(arrival.index(event), len(arrival) + 1), dict(event))
+    return arrival

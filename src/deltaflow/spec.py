@@ -130,6 +130,10 @@ class Spec(_Strict):
             return self.storage.rstrip("/")
         return str((self.root / self.storage).resolve())
 
+    def table_path(self, dataset: str) -> str:
+        """Where the Delta table of ``dataset`` lives: ``<storage>/tables/<dataset>``."""
+        return f"{self.storage_path}/tables/{dataset}"
+
     @property
     def spark_conf(self) -> dict[str, str]:
         """The ``spark.*`` entries of ``configuration``."""

@@ -1,0 +1,80 @@
+"""``deltaflow changes``: a table's Change Data Feed between two versions, read without Spark.
+
+Read with ``deltalake`` (no JVM), so it answers in well under a second.
+
+Example:
+    >>> changes = table_changes(spec, "customers", start=1, end=3)  # doctest: +SKIP
+    >>> changes[0]["_change_type"]
+    'insert'
+
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import date, datetime
+from decimal import Decimal
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from deltaflow.errors import ConfigError
+from deltaflow.graph import suggest
+
+if TYPE_CHECKING:
+    from deltaflow.spec import Spec
+
+#: The columns the change feed adds to a table's own, shown first.
+CHANGE_COLUMNS = ("_commit_version", "_change_type", "_commit_timestamp")
+
+
+def table_changes(spec: Spec, table: str, start: int, end: int | None = None) -> list[dict[str, Any]]:
+    """The change rows of ``table`` from version ``start`` to ``end`` (default: the latest), in commit order.
+
+    Raises:
+        ConfigError: The table does not exist, does not record its changes, or the versions are out of range.
+
+    """
+    import pyarrow
+    from deltalake import DeltaTable
+    from deltalake.exceptions import DeltaError, TableNotFoundError
+
+    path = spec.table_path(table)
+    try:
+        delta = DeltaTable(path)
+    except TableNotFoundError:
+        tables = Path(spec.storage_path, "tables")
+        known = sorted(p.name for p in tables.iterdir()) if tables.is_dir() else []
+        raise ConfigError(f"no table '{table}' in {tables}{suggest(table, known)}",
+                          hint="tables: " + (", ".join(known) or "none yet (run the pipeline first)")) from None
+    configuration = delta.metadata().configuration
+    if configuration.get("delta.enableChangeDataFeed", "false").lower() != "true":
+        raise ConfigError(f"table '{table}' does not record its changes",
+                          hint="set table_properties={'delta.enableChangeDataFeed': 'true'} on it or in "
+                          "deltaflow.yml; changes are recorded from then on")
+    latest = delta.version()
+    if start < 0 or start > latest or (end is not None and not start <= end <= latest):
+        asked = f"--from {start}" + ("" if end is None else f" --to {end}")
+        raise ConfigError(f"{asked} is outside the versions of '{table}' (0 to {latest})")
+    try:
+        rows = pyarrow.table(delta.load_cdf(starting_version=start, ending_version=end)).to_pylist()
+    except DeltaError as exc:
+        raise ConfigError(f"cannot read the changes of '{table}': {exc}") from None
+    ordered = [{**{c: row[c] for c in CHANGE_COLUMNS}, **{k: v for k, v in row.items()
+                                                          if k not in CHANGE_COLUMNS}} for row in rows]
+    return sorted(ordered, key=lambda r: (r["_commit_version"], _CHANGE_ORDER.get(r["_change_type"], 4)))
+
+
+_CHANGE_ORDER = {"delete": 0, "update_preimage": 1, "update_postimage": 2, "insert": 3}
+
+
+def json_line(row: dict[str, Any]) -> str:
+    """One change row as a JSON line (timestamps in ISO 8601, decimals as strings)."""
+    return json.dumps(row, default=_plain, ensure_ascii=False)
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, datetime | date):
+        return value.isoformat()
+    if isinstance(value, Decimal | bytes):
+        return str(value)
+    raise TypeError(f"cannot write {type(value).__name__} as JSON")

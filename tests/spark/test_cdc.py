@@ -1,0 +1,299 @@
+"""Auto CDC flows, change-feed reads and foreach-batch sinks: exact results, exactly once.
+
+Change events arrive as JSON file drops; every table is read back with ``deltalake``.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from deltalake import DeltaTable
+
+from cdc_model import scd1, scd2
+from deltaflow.context import PipelineContext
+from deltaflow.errors import FlowError, GraphError
+from deltaflow.loader import load_graph
+from deltaflow.ops.changes import table_changes
+from deltaflow.resolve import Resolver
+from deltaflow.runtime.runner import PipelineRun, RunPlan
+from deltaflow.runtime.triggers import Trigger
+from deltaflow.sample_data import customer_changes
+from deltaflow.spec import load_spec
+from helpers import Project
+
+pytestmark = pytest.mark.spark
+
+COLUMNS = ["customer_id", "seq", "name", "email", "tier", "city"]
+
+CUSTOMERS = """
+import deltaflow as dp
+
+@dp.table
+def changes():
+    return dp.read_files("landing", schema="customer_id STRING, op STRING, seq BIGINT, name STRING, "
+                         "email STRING, tier STRING, city STRING, updated_at TIMESTAMP")
+
+dp.create_streaming_table("customers", table_properties={"delta.enableChangeDataFeed": "true"})
+dp.create_auto_cdc_flow(target="customers", source="changes", keys=["customer_id"], sequence_by="seq",
+                        apply_as_deletes="op = 'DELETE'", except_column_list=["op"])
+
+dp.create_streaming_table("customers_history")
+dp.create_auto_cdc_flow(target="customers_history", source="changes", keys=["customer_id"],
+                        sequence_by="seq", apply_as_deletes="op = 'DELETE'", except_column_list=["op"],
+                        stored_as_scd_type=2, name="history")
+
+@dp.table
+def customers_audit():
+    return dp.read_changes("customers", stream=True)
+
+@dp.materialized_view
+def change_counts():
+    return dp.read_changes("customers").groupBy("_change_type").count()
+"""
+
+
+def drop(folder: Path, name: str, records: list[dict[str, Any]]) -> None:
+    folder.mkdir(exist_ok=True)
+    (folder / f".{name}").write_text("".join(json.dumps(r) + "\n" for r in records))
+    (folder / f".{name}").rename(folder / name)
+
+
+def run(spark, project: Project, plan: RunPlan | None = None) -> PipelineRun:  # type: ignore[no-untyped-def]
+    spec = load_spec(project.spec_path)
+    pipeline = PipelineRun(spec, load_graph(spec), spark, Trigger("available_now"), plan=plan)
+    pipeline.run(threading.Event())
+    return pipeline
+
+
+def rows(project: Project, table: str, columns: list[str] | None = None) -> list[dict[str, Any]]:
+    found = DeltaTable(project.table(table)).to_pyarrow_table(columns=columns).to_pylist()
+    return sorted(found, key=lambda r: json.dumps(r, sort_keys=True, default=str))
+
+
+def history(project: Project) -> list[dict[str, Any]]:
+    found = rows(project, "customers_history", [*COLUMNS, "__START_AT", "__END_AT"])
+    return sorted(found, key=lambda r: (r["customer_id"], r["__START_AT"]))
+
+
+def versions(project: Project, table: str) -> int:
+    return DeltaTable(project.table(table)).version()
+
+
+def txns(path: str) -> list[dict[str, Any]]:
+    """The (appId, version) transactions recorded in a Delta table's log."""
+    found = []
+    for commit in sorted(Path(path, "_delta_log").glob("*.json")):
+        found += [json.loads(line)["txn"] for line in commit.read_text().splitlines() if '"txn"' in line]
+    return found
+
+
+def forget_last_commit(checkpoint: Path) -> int:
+    """Crash between the sink's commit and the checkpoint's: the last batch will be replayed."""
+    last = max(int(p.name) for p in (checkpoint / "commits").iterdir() if p.name.isdigit())
+    (checkpoint / "commits" / str(last)).unlink()
+    (checkpoint / "commits" / f".{last}.crc").unlink(missing_ok=True)
+    return last
+
+
+def test_scd1_scd2_and_audit_match_a_reference_model_across_batches(spark, make_project) -> None:  # type: ignore[no-untyped-def]
+    project = make_project(CUSTOMERS)
+    events = customer_changes(60, 900, seed=11, disorder=40, duplicates=0.08, delete_share=0.15)
+    thirds = [events[: len(events) // 3], events[len(events) // 3: 2 * len(events) // 3],
+              events[2 * len(events) // 3:]]
+    assert any(e["op"] == "DELETE" for e in events) and len(events) > 900
+    seen: list[dict[str, Any]] = []
+    for i, part in enumerate(thirds):
+        drop(project.root / "landing", f"{i}.json", part)
+        run(spark, project)
+        seen += part
+        expected_latest = sorted(scd1(seen, "customer_id", COLUMNS).values(), key=lambda r: r["customer_id"])
+        assert sorted(rows(project, "customers", COLUMNS), key=lambda r: r["customer_id"]) == expected_latest
+        assert history(project) == scd2(seen, "customer_id", COLUMNS)
+
+    # The audit trail is the change feed, each change once, and replaying it gives the table.
+    audit = rows(project, "customers_audit")
+    feed = table_changes(load_spec(project.spec_path), "customers", 0)
+    key = ("_commit_version", "_change_type", "customer_id")
+    assert sorted(tuple(r[k] for k in key) for r in audit) == sorted(tuple(r[k] for k in key) for r in feed)
+    assert len({tuple(r[k] for k in key) for r in audit}) == len(audit)
+    replayed: dict[str, dict[str, Any]] = {}
+    for change in sorted(audit, key=lambda r: r["_commit_version"]):
+        if change["_change_type"] in ("insert", "update_postimage"):
+            replayed[change["customer_id"]] = {c: change[c] for c in COLUMNS}
+        elif change["_change_type"] == "delete":
+            replayed.pop(change["customer_id"])
+    assert sorted(replayed.values(), key=lambda r: r["customer_id"]) == expected_latest
+    counts = {r["_change_type"]: r["count"] for r in rows(project, "change_counts")}
+    assert counts == {t: sum(1 for r in feed if r["_change_type"] == t) for t in counts}
+    assert counts["delete"] > 0 and counts["update_postimage"] > 0
+
+    # Every MERGE carried the flow's checkpoint identity and batch id ...
+    recorded = txns(project.table("customers"))
+    assert recorded and all(t["appId"].startswith("deltaflow:customers/customers/0:") for t in recorded)
+    assert [t["version"] for t in recorded] == sorted({t["version"] for t in recorded})
+    # ... so a batch replayed after its commit (checkpoint commit lost) changes nothing.
+    before = {t: (versions(project, t), rows(project, t)) for t in ("customers", "customers_history")}
+    forget_last_commit(project.checkpoint("customers"))
+    forget_last_commit(project.checkpoint("customers_history", "history"))
+    run(spark, project)
+    assert {t: (versions(project, t), rows(project, t)) for t in before} == before
+
+    # A full refresh rebuilds the table from the change log (new checkpoint, new tombstones), and its
+    # change-feed readers from scratch; the SCD 2 table, not downstream, is left alone.
+    run(spark, project, RunPlan(full_refresh=frozenset({"customers"})))
+    assert sorted(rows(project, "customers", COLUMNS), key=lambda r: r["customer_id"]) == expected_latest
+    assert (project.checkpoint("customers", generation=1) / "tombstones" / "_delta_log").is_dir()
+    assert history(project) == scd2(seen, "customer_id", COLUMNS)
+    assert versions(project, "customers_history") == before["customers_history"][0]
+    audit = rows(project, "customers_audit")
+    assert len(audit) == len(expected_latest) and {r["_change_type"] for r in audit} == {"insert"}
+
+
+OPTIONS = """
+import deltaflow as dp
+
+@dp.table
+def changes():
+    return dp.read_files("landing", schema="id INT, a STRING, b STRING, op STRING, s1 INT, s2 INT")
+
+@dp.temporary_view
+def no_truncates():
+    return dp.read_stream("changes").where("op != 'TRUNCATE'")
+
+dp.create_streaming_table("latest")
+dp.create_auto_cdc_flow(target="latest", source="no_truncates", keys=["id"], sequence_by=["s1", "s2"],
+                        apply_as_deletes="op = 'D'", except_column_list=["op"], ignore_null_updates=True)
+
+dp.create_streaming_table("wiped")
+dp.create_auto_cdc_flow(target="wiped", source="changes", keys=["id"], sequence_by=["s1", "s2"],
+                        apply_as_deletes="op = 'D'", apply_as_truncates="op = 'TRUNCATE'",
+                        except_column_list=["op"])
+
+dp.create_streaming_table("tracked")
+dp.create_auto_cdc_flow(target="tracked", source="no_truncates", keys=["id"], sequence_by=["s1", "s2"],
+                        apply_as_deletes="op = 'D'", column_list=["id", "a", "b", "s1", "s2"],
+                        stored_as_scd_type="2", track_history_column_list=["a"])
+"""
+
+
+def ev(id: int | None, a: str | None, b: str | None, op: str, s1: int, s2: int = 0) -> dict[str, Any]:
+    return {"id": id, "a": a, "b": b, "op": op, "s1": s1, "s2": s2}
+
+
+def test_cdc_options_nulls_truncates_tracked_history_and_late_inserts_after_deletes(spark, make_project) -> None:  # type: ignore[no-untyped-def]
+    project = make_project(OPTIONS)
+    drop(project.root / "landing", "1.json", [
+        ev(1, "x", "p", "I", 1), ev(1, None, "q", "U", 1, 5),
+        ev(2, "m", "1", "I", 1), ev(2, "m", "2", "U", 2), ev(2, "n", "3", "U", 3),
+        ev(5, None, None, "D", 7),
+    ])
+    run(spark, project)
+
+    def by_id(table: str) -> list[dict[str, Any]]:
+        return sorted(rows(project, table, ["id", "a", "b", "s1", "s2"]), key=lambda r: r["id"])
+
+    assert by_id("latest") == [
+        {"id": 1, "a": "x", "b": "q", "s1": 1, "s2": 5}, {"id": 2, "a": "n", "b": "3", "s1": 3, "s2": 0}]
+    assert by_id("wiped") == [
+        {"id": 1, "a": None, "b": "q", "s1": 1, "s2": 5}, {"id": 2, "a": "n", "b": "3", "s1": 3, "s2": 0}]
+
+    drop(project.root / "landing", "2.json", [
+        ev(1, None, None, "U", 2),                        # nulls keep the stored values in 'latest'
+        ev(3, "z", "z", "I", 1), ev(3, None, None, "D", 5),  # inserted and deleted in one batch
+        ev(5, "late", "late", "I", 6),                    # older than its delete: must not come back
+        ev(None, None, None, "TRUNCATE", 9), ev(4, "after", "after", "I", 10),
+    ])
+    run(spark, project)
+    assert by_id("latest") == [
+        {"id": 1, "a": "x", "b": "q", "s1": 2, "s2": 0}, {"id": 2, "a": "n", "b": "3", "s1": 3, "s2": 0},
+        {"id": 4, "a": "after", "b": "after", "s1": 10, "s2": 0}]
+    assert by_id("wiped") == [{"id": 4, "a": "after", "b": "after", "s1": 10, "s2": 0}]
+
+    def at(s1: int | None, s2: int = 0) -> dict[str, int] | None:
+        return None if s1 is None else {"s1": s1, "s2": s2}
+
+    tracked = sorted(rows(project, "tracked"), key=lambda r: (r["id"], r["s1"], r["s2"]))
+    assert [(r["id"], r["a"], r["b"], r["__START_AT"], r["__END_AT"]) for r in tracked] == [
+        (1, "x", "p", at(1), at(1, 5)),
+        (1, None, None, at(1, 5), None),      # a did not change at (2, 0): updated in place
+        (2, "m", "2", at(1), at(3)),          # b changed at (2, 0), a did not: in place
+        (2, "n", "3", at(3), None),
+        (3, "z", "z", at(1), at(5)),          # closed by its delete
+        (4, "after", "after", at(10), None),
+        (5, "late", "late", at(6), at(7)),    # the late insert lands before the delete that came first
+    ]
+
+
+SINK = """
+import os
+import deltaflow as dp
+
+@dp.foreach_batch_sink(name="two_tables")
+def two_tables(df, batch_id):
+    df.write.format("delta").mode("append").save({first!r})
+    if os.path.exists({flag!r}):
+        raise RuntimeError("crash between the two writes")
+    df.write.format("delta").mode("append").save({second!r})
+
+@dp.append_flow(target="two_tables")
+def to_both():
+    return dp.read_files("landing", schema="id STRING")
+"""
+
+
+def test_foreach_batch_sink_fans_out_to_two_tables_exactly_once_across_a_crash(spark, make_project, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    first, second, flag = tmp_path / "first", tmp_path / "second", tmp_path / "fail"
+    project = make_project(SINK.format(first=str(first), second=str(second), flag=str(flag)))
+    drop(project.root / "landing", "1.json", [{"id": f"a{i}"} for i in range(5)])
+    flag.touch()
+    with pytest.raises(FlowError, match="to_both.*crash between the two writes"):
+        run(spark, project)
+    assert len(DeltaTable(str(first)).to_pyarrow_table()) == 5 and not second.exists()
+
+    flag.unlink()
+    run(spark, project)  # batch 0 again: the first write is skipped, the second is made
+    drop(project.root / "landing", "2.json", [{"id": "b0"}, {"id": "b1"}])
+    run(spark, project)
+    expected = sorted([f"a{i}" for i in range(5)] + ["b0", "b1"])
+    for table in (first, second):
+        assert sorted(DeltaTable(str(table)).to_pyarrow_table()["id"].to_pylist()) == expected
+    assert [t["version"] for t in txns(str(first))] == [0, 1]
+
+
+ERRORS = """
+import deltaflow as dp
+
+@dp.table
+def changes():
+    return dp.read_files("landing", schema="id INT, seq INT, op STRING")
+
+dp.create_streaming_table("target")
+dp.create_auto_cdc_flow(target="target", source="changes", keys=[{key!r}], sequence_by="seq")
+
+@dp.table
+def reader():
+    return {read}
+"""
+
+
+@pytest.mark.parametrize(("key", "read", "message"), [
+    ("idd", 'dp.read_stream("changes")', r"defs\.py:9: auto CDC flow 'target': keys column 'idd' is not in "
+     r"the source \(columns: id, seq, op"),
+    ("id", 'dp.read_stream("target")', r"defs\.py:13: flow 'reader' streams auto CDC target 'target'.*"
+     r"dp\.read_changes\('target', stream=True\)"),
+    ("id", 'dp.read_changes("target", stream=True)', r"defs\.py:13: flow 'reader' reads the change feed of "
+     r"'target', which does not record one"),
+    ("id", 'dp.read_changes("changes", stream=True, ending_version=3)', r"takes no ending_version"),
+])
+def test_cdc_mistakes_are_one_line_errors_at_their_line(spark, make_project: Callable[..., Project], key: str,
+                                                        read: str, message: str) -> None:
+    project = make_project(ERRORS.format(key=key, read=read))
+    (project.root / "landing").mkdir()
+    spec = load_spec(project.spec_path)
+    with pytest.raises(GraphError, match=message):
+        Resolver(load_graph(spec), PipelineContext(spark=spark, spec=spec), analyze_only=True).resolve()
