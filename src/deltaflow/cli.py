@@ -180,7 +180,7 @@ def graph(
 def changes(
     table: Annotated[str, typer.Argument(help="A table of the pipeline.")],
     start: Annotated[int, typer.Option("--from", help="First version to show.")] = 0,
-    end: Annotated[int | None, typer.Option("--to", help="Last version to show (default: the latest).")] = None,
+    end: Annotated[int | None, typer.Option("--to", help="Last version to show (default: latest).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object per line.")] = False,
     limit: Annotated[int, typer.Option(help="At most this many rows in the table view (0: all).")] = 50,
     spec: SpecOption = None,
@@ -197,7 +197,8 @@ def changes(
             out.print(json_line(row), markup=False, soft_wrap=True, highlight=False)
         return
     if not rows:
-        out.print(f"{table}: no changes in versions {start}..{'latest' if end is None else end}", markup=False)
+        out.print(f"{table}: no changes from version {start} to {'the latest' if end is None else end}",
+                  markup=False)
         return
     view = Table(*rows[0].keys(), title=f"{table}: {len(rows):,} change(s)", title_justify="left")
     shown = rows if limit <= 0 else rows[:limit]

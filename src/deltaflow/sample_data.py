@@ -352,8 +352,9 @@ def customer_changes(
     for seq in range(start_seq, start_seq + events):
         customer = f"cust-{rng.randrange(customers):05d}"
         op = "INSERT" if customer not in alive else ("DELETE" if rng.random() < delete_share else "UPDATE")
-        event: dict[str, Any] = {"customer_id": customer, "op": op, "seq": seq, "name": None, "email": None,
-                                 "tier": None, "city": None, "updated_at": _iso(start + timedelta(seconds=seq))}
+        event: dict[str, Any] = {"customer_id": customer, "op": op, "seq": seq, "name": None,
+                                 "email": None, "tier": None, "city": None,
+                                 "updated_at": _iso(start + timedelta(seconds=seq))}
         if op == "DELETE":
             alive.discard(customer)
         else:

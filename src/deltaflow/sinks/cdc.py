@@ -86,6 +86,14 @@ def target_schema(flow: Flow, source: StructType) -> StructType:
     return StructType(fields)
 
 
+@dataclass(frozen=True)
+class _Summary:
+    events: int
+    unordered: int
+    deletes: int
+    truncates: int
+
+
 @dataclass
 class AutoCdcWriter:
     """Applies each micro-batch of an auto CDC flow to its target.
@@ -125,13 +133,18 @@ class AutoCdcWriter:
 
         events = self._events(batch).persist(StorageLevel.MEMORY_AND_DISK)
         try:
-            if events.isEmpty():
+            summary = self._summary(events)
+            if summary.events == 0:
                 return
-            self._check_sequence(events)
+            if summary.unordered:
+                raise SinkError(f"auto CDC flow '{self.flow.name}': {summary.unordered} event(s) have a null "
+                                f"sequence_by ({', '.join(self.cdc.sequence_by)}); their order is unknown",
+                                location=str(self.flow.location),
+                                hint="fill it in upstream, or filter those events out in the source view")
             if self.cdc.scd_type == 1:
-                self._scd1(events)
+                self._scd1(events, summary)
             else:
-                self._scd2(events)
+                self._scd2(events, summary)
         finally:
             events.unpersist()
 
@@ -151,18 +164,17 @@ class AutoCdcWriter:
         return batch.select(*[F.col(c) for c in self.kept], sequence.alias(_SEQ), op.alias(_OP),
                             F.when(op == DELETE, 1).otherwise(0).alias(_RANK))
 
-    def _check_sequence(self, events: DataFrame) -> None:
+    def _summary(self, events: DataFrame) -> _Summary:
+        """One pass over the batch: how many events, how many without a sequence, which kinds."""
         from pyspark.sql import functions as F
 
-        missing = F.lit(False)
+        unordered = F.lit(False)
         for column in self.cdc.sequence_by:
-            missing = missing | F.col(column).isNull()
-        count = events.where(missing).count()
-        if count:
-            raise SinkError(f"auto CDC flow '{self.flow.name}': {count} event(s) have a null sequence_by "
-                            f"({', '.join(self.cdc.sequence_by)}); their order is unknown",
-                            location=str(self.flow.location),
-                            hint="fill it in upstream, or filter those events out in the source view")
+            unordered = unordered | F.col(column).isNull()
+        row = events.agg(F.count(F.lit(1)), F.count_if(unordered), F.count_if(F.col(_OP) == DELETE),
+                         F.count_if(F.col(_OP) == TRUNCATE)).first()
+        assert row is not None
+        return _Summary(events=row[0], unordered=row[1], deletes=row[2], truncates=row[3])
 
     @property
     def _values(self) -> list[str]:
@@ -179,51 +191,56 @@ class AutoCdcWriter:
 
     # -- SCD type 1 ---------------------------------------------------------------------------------------
 
-    def _scd1(self, events: DataFrame) -> None:
+    def _scd1(self, events: DataFrame, summary: _Summary) -> None:
         from delta.tables import DeltaTable
+        from pyspark import StorageLevel
         from pyspark.sql import Window
         from pyspark.sql import functions as F
 
         session = events.sparkSession
         cdc = self.cdc
-        truncated = (cdc.apply_as_truncates is not None
-                     and events.where(F.col(_OP) == TRUNCATE).limit(1).count() > 0)
-        if truncated:  # the events up to the last truncate are void, and every stored row goes
+        fresh = F.lit(summary.truncates > 0)  # the stored row is gone: write the event as it is
+        if summary.truncates:  # the events up to the last truncate are void, and every stored row goes
             last = events.where(F.col(_OP) == TRUNCATE).agg(F.max(_SEQ).alias("_df_truncate"))
             events = (events.crossJoin(F.broadcast(last)).where(F.col(_SEQ) > F.col("_df_truncate"))
                       .drop("_df_truncate"))
-        in_order = Window.partitionBy(*cdc.keys).orderBy(_SEQ, _RANK)
-        so_far = in_order.rowsBetween(Window.unboundedPreceding, Window.currentRow)
-        events = events.withColumn("_df_epoch", F.sum(_RANK).over(so_far))
         if cdc.ignore_null_updates:  # an update's nulls take the values of the batch's earlier updates
+            in_order = Window.partitionBy(*cdc.keys).orderBy(_SEQ, _RANK)
+            events = events.withColumn("_df_epoch", F.sum(_RANK).over(
+                in_order.rowsBetween(Window.unboundedPreceding, Window.currentRow)))
             segment = (Window.partitionBy(*cdc.keys, "_df_epoch").orderBy(_SEQ, _RANK)
                        .rowsBetween(Window.unboundedPreceding, Window.currentRow))
             for column in self._values:
                 events = events.withColumn(column, F.last(F.when(F.col(_OP) == UPSERT, F.col(column)),
                                                           ignorenulls=True).over(segment))
+            fresh = fresh | ((F.col("_df_epoch") > 0) & (F.col(_OP) == UPSERT))  # deleted earlier in batch
         latest = Window.partitionBy(*cdc.keys).orderBy(F.col(_SEQ).desc(), F.col(_RANK).desc())
         winners = (events.withColumn("_df_n", F.row_number().over(latest)).where("_df_n = 1")
-                   .withColumn(_FRESH, F.lit(truncated)
-                               | ((F.col("_df_epoch") > 0) & (F.col(_OP) == UPSERT))))
+                   .withColumn(_FRESH, fresh))
+        tombstone = F.col(f"b.{_SEQ}")
         winners = (winners.alias("w").join(self._tombstones(session).alias("b"),
                                            F.expr(self._keys_match("w", "b")), "left")
-                   .where(F.col(f"b.{_SEQ}").isNull() | (F.col(f"w.{_SEQ}") > F.col(f"b.{_SEQ}")))
-                   .select("w.*"))
-        newer = f"(s.{_SEQ} > {self._sequence_of('t')} OR s.{_FRESH})"
-        value: dict[str, str | Column] = {c: f"s.`{c}`" for c in self.kept}
-        if cdc.ignore_null_updates:
-            value.update({c: f"CASE WHEN s.{_FRESH} THEN s.`{c}` ELSE coalesce(s.`{c}`, t.`{c}`) END"
-                          for c in self._values})
-        merge = (DeltaTable.forPath(session, self.path).alias("t")
-                 .merge(winners.alias("s"), self._keys_match("t", "s"))
-                 .whenMatchedDelete(condition=f"s.{_OP} = '{DELETE}' AND {newer}")
-                 .whenMatchedUpdate(condition=f"s.{_OP} = '{UPSERT}' AND {newer}", set=value)
-                 .whenNotMatchedInsert(condition=f"s.{_OP} = '{UPSERT}'", values={c: f"s.`{c}`"
-                                                                                 for c in self.kept}))
-        if truncated:
-            merge = merge.whenNotMatchedBySourceDelete()
-        merge.execute()
-        self._record_tombstones_scd1(winners)
+                   .where(tombstone.isNull() | (F.col(f"w.{_SEQ}") > tombstone))
+                   .select("w.*", tombstone.isNotNull().alias("_df_tombstoned"))
+                   .persist(StorageLevel.MEMORY_AND_DISK))
+        try:
+            newer = f"(s.{_SEQ} > {self._sequence_of('t')} OR {str(summary.truncates > 0).lower()})"
+            value: dict[str, str | Column] = {c: f"s.`{c}`" for c in self.kept}
+            if cdc.ignore_null_updates:
+                value.update({c: f"CASE WHEN s.{_FRESH} THEN s.`{c}` ELSE coalesce(s.`{c}`, t.`{c}`) END"
+                              for c in self._values})
+            merge = (DeltaTable.forPath(session, self.path).alias("t")
+                     .merge(winners.alias("s"), self._keys_match("t", "s"))
+                     .whenMatchedDelete(condition=f"s.{_OP} = '{DELETE}' AND {newer}")
+                     .whenMatchedUpdate(condition=f"s.{_OP} = '{UPSERT}' AND {newer}", set=value)
+                     .whenNotMatchedInsert(condition=f"s.{_OP} = '{UPSERT}'",
+                                           values={c: f"s.`{c}`" for c in self.kept}))
+            if summary.truncates:
+                merge = merge.whenNotMatchedBySourceDelete()
+            merge.execute()
+            self._record_tombstones_scd1(winners.where((F.col(_OP) == DELETE) | F.col("_df_tombstoned")))
+        finally:
+            winners.unpersist()
 
     def _sequence_of(self, alias: str) -> str:
         columns = [f"{alias}.`{c}`" for c in self.cdc.sequence_by]
@@ -232,15 +249,14 @@ class AutoCdcWriter:
         return "named_struct(" + ", ".join(f"'{c}', {a}" for c, a in zip(self.cdc.sequence_by, columns,
                                                                              strict=True)) + ")"
 
-    def _record_tombstones_scd1(self, winners: DataFrame) -> None:
+    def _record_tombstones_scd1(self, changes: DataFrame) -> None:
         """Keep the newest delete per key; an applied upsert newer than a key's tombstone removes it."""
         from delta.tables import DeltaTable
-        from pyspark.sql import functions as F
 
-        if winners.where(F.col(_OP) == DELETE).limit(1).count() == 0:
+        if changes.isEmpty():
             return
-        source = winners.select(*self.cdc.keys, _SEQ, _OP)
-        (DeltaTable.forPath(winners.sparkSession, self.tombstones).alias("t")
+        source = changes.select(*self.cdc.keys, _SEQ, _OP)
+        (DeltaTable.forPath(changes.sparkSession, self.tombstones).alias("t")
          .merge(source.alias("s"), self._keys_match("t", "s"))
          .whenMatchedUpdate(condition=f"s.{_OP} = '{DELETE}' AND s.{_SEQ} > t.{_SEQ}",
                             set={_SEQ: f"s.{_SEQ}", _DELETED_AT: "current_timestamp()"})
@@ -253,7 +269,7 @@ class AutoCdcWriter:
 
     # -- SCD type 2 ---------------------------------------------------------------------------------------
 
-    def _scd2(self, events: DataFrame) -> None:
+    def _scd2(self, events: DataFrame, summary: _Summary) -> None:
         from delta.tables import DeltaTable
         from pyspark.sql import Window
         from pyspark.sql import functions as F
@@ -307,7 +323,8 @@ class AutoCdcWriter:
          .whenNotMatchedInsert(condition=f"s.{_OP} = '{UPSERT}'",
                                values={c: f"s.`{c}`" for c in [*self.kept, START_AT, END_AT]})
          .execute())
-        self._record_tombstones_scd2(events)
+        if summary.deletes:
+            self._record_tombstones_scd2(events)
 
     def _record_tombstones_scd2(self, events: DataFrame) -> None:
         """Keep every delete: history is rebuilt from versions and deletes."""
@@ -315,8 +332,6 @@ class AutoCdcWriter:
         from pyspark.sql import functions as F
 
         new = events.where(F.col(_OP) == DELETE).select(*self.cdc.keys, _SEQ).distinct()
-        if new.limit(1).count() == 0:
-            return
         (DeltaTable.forPath(events.sparkSession, self.tombstones).alias("t")
          .merge(new.alias("s"), self._keys_match("t", "s") + f" AND t.{_SEQ} <=> s.{_SEQ}")
          .whenNotMatchedInsert(values={**{k: f"s.`{k}`" for k in self.cdc.keys}, _SEQ: f"s.{_SEQ}",
