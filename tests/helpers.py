@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import os
+import signal
 import socket
+import subprocess
 import sys
 import textwrap
 import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -57,3 +61,40 @@ def cli_env() -> dict[str, str]:
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     env.pop("PYSPARK_SUBMIT_ARGS", None)
     return env
+
+
+# -- crashing `deltaflow run` subprocesses ---------------------------------------------------------------
+
+
+def batch_ids(folder: Path) -> set[int]:
+    return {int(p.name) for p in folder.glob("*") if p.name.isdigit()} if folder.is_dir() else set()
+
+
+def in_flight(checkpoint: Path) -> set[int]:
+    """Batches whose offsets are logged but whose commit is not: being written right now."""
+    return batch_ids(checkpoint / "offsets") - batch_ids(checkpoint / "commits")
+
+
+def wait_for(condition: Callable[[], object], timeout: float, what: str, proc: subprocess.Popen[bytes],
+             log: Path) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if proc.poll() is not None:
+            tail = log.read_text()[-2000:]
+            raise AssertionError(f"deltaflow exited ({proc.returncode}) before {what}: {tail}")
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.005)
+
+
+def kill_group(proc: subprocess.Popen[bytes]) -> None:
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=30)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:  # the JVM is in the same group; wait until it is gone too
+        try:
+            os.killpg(proc.pid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.01)
+    raise AssertionError("process group survived SIGKILL")

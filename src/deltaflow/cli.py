@@ -5,7 +5,7 @@
     deltaflow graph [--format text|mermaid|dot]
     deltaflow run [--available-now | --continuous | --once] [--refresh a,b] [--full-refresh a]
     deltaflow changes TABLE [--from V] [--to V] [--json]    a table's Change Data Feed, without Spark
-    deltaflow demo [--example clickstream|orders|fraud] [--seconds 60] [--rate 1000]
+    deltaflow demo [--example clickstream|orders|fraud|customers_cdc] [--seconds 60] [--rate 1000]
     deltaflow kafka start|stop|status [--port 19092]
 
 Errors print one line (``error: DF-CONFIG deltaflow.yml: unknown key 'kafak' ...``) and exit 1.
@@ -212,8 +212,8 @@ def changes(
 
 @app.command()
 def demo(
-    example: Annotated[str, typer.Option("--example", "-e", help="The example pipeline: clickstream, orders "
-                                         "or fraud.")] = "clickstream",
+    example: Annotated[str, typer.Option("--example", "-e", help="The example pipeline: clickstream, orders, "
+                                         "fraud or customers_cdc.")] = "clickstream",
     seconds: Annotated[int, typer.Option(help="How long to run (Ctrl-C stops earlier).")] = 60,
     rate: Annotated[int, typer.Option(help="Generated events (orders: orders per file) per second.")] = 1000,
     storage: Annotated[Path, typer.Option(help="Where the demo's tables, checkpoints and landing folders "

@@ -9,6 +9,8 @@ of the example's gold table (read with ``deltalake``, no JVM), and says how to q
   ``<storage>/landing/orders``; no Kafka.
 - ``fraud``: the embedded Kafka broker, card transactions into topic ``transactions``, and customer
   dimension files in ``<storage>/landing/customers`` (all customers first, then updates every few seconds).
+- ``customers_cdc``: the embedded Kafka broker, customer change events (inserts, updates, deletes; out of
+  order, some twice) into topic ``customer_changes``.
 
 Landing folders always live under the demo's storage folder, never in the examples folder.
 
@@ -36,13 +38,14 @@ from rich.table import Table
 from deltaflow.errors import ConfigError
 from deltaflow.kafka.admin import create_topic
 from deltaflow.kafka.broker import EmbeddedKafka
-from deltaflow.kafka.generator import EventGenerator
+from deltaflow.kafka.generator import EventGenerator, field_key
 from deltaflow.loader import load_graph
 from deltaflow.progress import ProgressPrinter
 from deltaflow.runtime.runner import PipelineRun
 from deltaflow.runtime.session import build_session
 from deltaflow.runtime.triggers import Trigger
 from deltaflow.sample_data import (
+    CustomerChangeFeed,
     FileFeeder,
     customer_id,
     customer_key,
@@ -171,6 +174,16 @@ def _fraud_feeds(spec: Spec, bootstrap: str, rate: int, console: Console) -> lis
     return [Feed(generator, "transactions"), Feed(feeder, "customer updates")]
 
 
+def _customers_cdc_feeds(spec: Spec, bootstrap: str, rate: int, console: Console) -> list[Feed]:
+    topic = spec.parameters["source_topic"]
+    create_topic(bootstrap, topic, partitions=3)
+    generator = EventGenerator(bootstrap, topic, rate=rate, make_event=CustomerChangeFeed(),
+                               key_fn=field_key("customer_id"))
+    console.print(f"generator: {rate:,} customer change events/s (inserts, updates, deletes; out of order, "
+                  f"some twice) into topic '{topic}'", markup=False, soft_wrap=True)
+    return [Feed(generator, "customer changes")]
+
+
 DEMOS: dict[str, DemoExample] = {
     "clickstream": DemoExample("clickstream", True, _clickstream_feeds, Showcase(
         "gold_hourly_product_metrics", "view_count",
@@ -184,6 +197,10 @@ DEMOS: dict[str, DemoExample] = {
         "fraud_alerts", "tx_timestamp",
         ("tx_timestamp", "customer_id", "amount", "merchant", "risk_score", "suspicion_reasons"),
         "Latest fraud alerts (fraud_alerts)")),
+    "customers_cdc": DemoExample("customers_cdc", True, _customers_cdc_feeds, Showcase(
+        "customers_audit", "_commit_version",
+        ("_commit_version", "_change_type", "customer_id", "name", "tier", "city", "seq"),
+        "Latest changes to customers (customers_audit, from its change feed)")),
 }
 
 

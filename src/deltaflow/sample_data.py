@@ -367,3 +367,27 @@ def customer_changes(
     for event in [e for e in log if rng.random() < duplicates]:
         arrival.insert(rng.randrange(arrival.index(event), len(arrival) + 1), dict(event))
     return arrival
+
+
+class CustomerChangeFeed:
+    """An endless :func:`customer_changes` log, one event per call: ``make_event`` for an EventGenerator.
+
+    Example:
+        >>> feed = CustomerChangeFeed(customers=10, chunk=50)
+        >>> sorted({feed(random.Random(1), datetime.now(UTC))["op"] for _ in range(200)})
+        ['DELETE', 'INSERT', 'UPDATE']
+
+    """
+
+    def __init__(self, customers: int = 2_000, chunk: int = 1_000) -> None:
+        self.customers = customers
+        self.chunk = chunk
+        self._pending: list[dict[str, Any]] = []
+        self._next_seq = 1
+
+    def __call__(self, rng: random.Random, now: datetime) -> dict[str, Any]:
+        if not self._pending:
+            self._pending = customer_changes(self.customers, self.chunk, seed=rng.randrange(2**31),
+                                             start_seq=self._next_seq)[::-1]
+            self._next_seq += self.chunk
+        return self._pending.pop()

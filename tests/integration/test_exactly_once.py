@@ -8,20 +8,17 @@ commit not yet written), the case where a naive sink duplicates or loses rows.
 from __future__ import annotations
 
 import json
-import os
 import random
-import signal
 import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from deltalake import DeltaTable
 
-from helpers import Project, cli_env
+from helpers import Project, batch_ids, cli_env, in_flight, kill_group, wait_for
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.slow]
 
@@ -36,40 +33,6 @@ import deltaflow as dp
 def bronze_events():
     return dp.read_kafka("{topic}", max_offsets_per_trigger={batch})
 """
-
-
-def batch_ids(folder: Path) -> set[int]:
-    return {int(p.name) for p in folder.glob("*") if p.name.isdigit()} if folder.is_dir() else set()
-
-
-def in_flight(checkpoint: Path) -> set[int]:
-    """Batches whose offsets are logged but whose commit is not: being written right now."""
-    return batch_ids(checkpoint / "offsets") - batch_ids(checkpoint / "commits")
-
-
-def wait_for(condition: Callable[[], object], timeout: float, what: str, proc: subprocess.Popen[bytes],
-             log: Path) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if proc.poll() is not None:
-            tail = log.read_text()[-2000:]
-            raise AssertionError(f"deltaflow exited ({proc.returncode}) before {what}: {tail}")
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.005)
-
-
-def kill_group(proc: subprocess.Popen[bytes]) -> None:
-    os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait(timeout=30)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:  # the JVM is in the same group; wait until it is gone too
-        try:
-            os.killpg(proc.pid, 0)
-        except ProcessLookupError:
-            return
-        time.sleep(0.01)
-    raise AssertionError("process group survived SIGKILL")
 
 
 def test_exactly_once_across_repeated_sigkills(spark, kafka_bootstrap: str, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]

@@ -45,7 +45,7 @@ def table_changes(spec: Spec, table: str, start: int, end: int | None = None) ->
         tables = Path(spec.storage_path, "tables")
         known = sorted(p.name for p in tables.iterdir()) if tables.is_dir() else []
         raise ConfigError(f"no table '{table}' in {tables}{suggest(table, known)}",
-                          hint="tables: " + (", ".join(known) or "none yet: run the pipeline first")) from None
+                          hint="tables: " + (", ".join(known) or "none yet, run the pipeline")) from None
     configuration = delta.metadata().configuration
     if configuration.get("delta.enableChangeDataFeed", "false").lower() != "true":
         raise ConfigError(f"table '{table}' does not record its changes",

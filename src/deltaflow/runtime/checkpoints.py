@@ -31,6 +31,24 @@ def current_generation(storage: str, dataset: str, flow: str) -> int:
     return max(generations, default=0)
 
 
+def clear_interrupted_writes(checkpoint: str) -> list[Path]:
+    """Remove the temp files a crash left in ``checkpoint``'s logs, and return them.
+
+    Spark writes each log entry (``offsets/N``, ``commits/N``) to a hidden temp file and renames it, so a
+    process killed mid-write leaves a ``.N.<uuid>.tmp`` that was never a log entry. Spark ignores it when
+    reading, but a query with nothing committed yet refuses to start on an ``offsets`` folder that is not
+    empty (``STATE_STORE_CHECKPOINT_LOCATION_NOT_EMPTY``), so the flow could never restart. Local storage
+    only, like the rest of this module.
+    """
+    removed = []
+    for log in ("offsets", "commits"):
+        for leftover in Path(checkpoint, log).glob(".*.tmp*"):
+            if leftover.name.endswith((".tmp", ".tmp.crc")):
+                leftover.unlink(missing_ok=True)
+                removed.append(leftover)
+    return removed
+
+
 def start_generation(storage: str, dataset: str, flow: str, generation: int) -> str:
     """Make ``generation`` the flow's current one (an empty checkpoint: the flow starts from scratch)."""
     path = checkpoint_path(storage, dataset, flow, generation)

@@ -24,7 +24,7 @@ from deltaflow.context import PipelineContext
 from deltaflow.errors import ConfigError, FlowError
 from deltaflow.graph import suggest
 from deltaflow.resolve import ReadMode, Resolver, first_line
-from deltaflow.runtime.checkpoints import checkpoint_path, current_generation
+from deltaflow.runtime.checkpoints import checkpoint_path, clear_interrupted_writes, current_generation
 from deltaflow.runtime.refresh import FullRefresh
 from deltaflow.runtime.triggers import Trigger
 from deltaflow.sinks.append import ensure_table, start_append
@@ -262,6 +262,7 @@ class PipelineRun:
         storage = self.spec.storage_path
         checkpoint = checkpoint_path(storage, flow.target, flow.name,
                                      current_generation(storage, flow.target, flow.name))
+        clear_interrupted_writes(checkpoint)
         df = self.resolver.flows[flow.name].df
         target = self.graph.datasets[flow.target]
         if flow.cdc is not None:
@@ -282,6 +283,7 @@ class PipelineRun:
             storage = self.spec.storage_path
             generation = current_generation(storage, dataset, dataset)
             checkpoint = checkpoint_path(storage, dataset, dataset, generation)
+            clear_interrupted_writes(checkpoint)
             self.views[dataset] = MaterializedView(self.resolver, dataset, checkpoint)
         return self.views[dataset]
 

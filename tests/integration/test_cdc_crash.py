@@ -1,0 +1,150 @@
+"""Auto CDC and foreach-batch sinks under SIGKILL: nothing lost, nothing applied twice.
+
+Each crash takes down the whole ``deltaflow run`` process group (Python driver and Spark JVM) at once.
+"""
+
+from __future__ import annotations
+
+import random
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+from deltalake import DeltaTable
+
+from cdc_model import scd1, scd2
+from helpers import Project, batch_ids, cli_env, in_flight, kill_group, wait_for
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "customers_cdc"
+
+COUNTER = """
+import os
+import signal
+
+from delta.tables import DeltaTable
+
+import deltaflow as dp
+
+@dp.foreach_batch_sink(name="counter")
+def counter(df, batch_id):
+    session = df.sparkSession
+    increment = session.createDataFrame([(0, df.count())], "k INT, n BIGINT")
+    (DeltaTable.forPath(session, {counter!r}).alias("t").merge(increment.alias("s"), "t.k = s.k")
+     .whenMatchedUpdate(set={{"total": "t.total + s.n", "batches": "t.batches + 1"}}).execute())
+    if os.path.exists({kill!r}):
+        os.killpg(os.getpgrp(), signal.SIGKILL)  # after the MERGE's commit, before the checkpoint's
+
+@dp.append_flow(target="counter")
+def count_events():
+    return dp.read_files("landing", schema="id STRING")
+"""
+
+
+def run_cli(spec: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "deltaflow", "run", "--spec", str(spec), *args],
+                          capture_output=True, text=True, env=env or cli_env(), timeout=600,
+                          start_new_session=True)
+
+
+def drop(folder: Path, name: str, ids: list[str]) -> None:
+    folder.mkdir(exist_ok=True)
+    (folder / f".{name}").write_text("".join(f'{{"id": "{i}"}}\n' for i in ids))
+    (folder / f".{name}").rename(folder / name)
+
+
+@pytest.mark.usefixtures("spark")
+def test_accumulating_merge_killed_between_its_commit_and_the_checkpoint_counts_once(spark, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    counter, kill = tmp_path / "counter", tmp_path / "kill"
+    spark.createDataFrame([(0, 0, 0)], "k INT, total BIGINT, batches INT").write.format("delta").save(
+        str(counter))
+    project = Project(tmp_path / "p", COUNTER.format(counter=str(counter), kill=str(kill)))
+    checkpoint = project.checkpoint("counter", "count_events")
+
+    def state() -> tuple[int, int]:
+        row = DeltaTable(str(counter)).to_pyarrow_table().to_pylist()[0]
+        return row["total"], row["batches"]
+
+    drop(project.root / "landing", "1.json", [f"a{i}" for i in range(7)])
+    kill.touch()
+    killed = run_cli(project.spec_path, "--available-now")
+    assert killed.returncode == -9, killed.stderr[-2000:]
+    assert state() == (7, 1)                  # the MERGE committed ...
+    assert in_flight(checkpoint) == {0}       # ... and the checkpoint did not: batch 0 will run again
+
+    kill.unlink()
+    replay = run_cli(project.spec_path, "--available-now")
+    assert replay.returncode == 0, replay.stderr[-2000:]
+    assert state() == (7, 1)                  # replayed, and skipped by Delta: counted once
+    assert batch_ids(checkpoint / "commits") == {0}
+
+    drop(project.root / "landing", "2.json", ["b0", "b1", "b2"])
+    assert run_cli(project.spec_path, "--available-now").returncode == 0
+    assert state() == (10, 2)
+
+
+COLUMNS = ["customer_id", "seq", "name", "email", "tier", "city"]
+ROUNDS = 4
+
+
+def table(storage: Path, name: str, columns: list[str] | None = None) -> list[dict[str, Any]]:
+    return DeltaTable(str(storage / "tables" / name)).to_pyarrow_table(columns=columns).to_pylist()
+
+
+@pytest.mark.kafka
+def test_customers_cdc_example_matches_the_reference_model_across_sigkills(kafka_bootstrap, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from deltaflow.kafka.admin import create_topic
+    from deltaflow.kafka.generator import field_key, produce
+    from deltaflow.sample_data import customer_changes
+
+    rng = random.Random(20261122)
+    topic = f"customer-changes-{uuid.uuid4().hex[:8]}"
+    create_topic(kafka_bootstrap, topic, partitions=3)
+    storage = tmp_path / "storage"
+    env = {**cli_env(), "DELTAFLOW_STORAGE": str(storage), "DELTAFLOW_KAFKA": kafka_bootstrap,
+           "DELTAFLOW_TOPIC": topic}
+    events = customer_changes(150, 3_000, seed=2026, disorder=40, duplicates=0.06, delete_share=0.12)
+    checkpoint = storage / "_checkpoints" / "customers" / "customers" / "0"
+    command = [sys.executable, "-m", "deltaflow", "run", "--continuous", "--spec", str(EXAMPLE)]
+    size = len(events) // ROUNDS + 1
+    for attempt in range(ROUNDS):
+        produce(kafka_bootstrap, topic, events[attempt * size:(attempt + 1) * size],
+                key_fn=field_key("customer_id"))
+        log = tmp_path / f"run-{attempt}.log"
+        committed = batch_ids(checkpoint / "commits")
+        with log.open("wb") as out:
+            proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env,
+                                    start_new_session=True)
+        try:
+            wait_for(lambda before=committed: (batch_ids(checkpoint / "commits") | in_flight(checkpoint))  # type: ignore[misc]
+                     - before, 240, "a customers batch", proc, log)
+            if attempt % 2:
+                time.sleep(rng.uniform(0.0, 2.0))  # a random moment in the run
+        finally:
+            kill_group(proc)
+
+    final = subprocess.run([*command[:4], "--available-now", *command[5:]], capture_output=True, text=True,
+                           env=env, timeout=600)
+    assert final.returncode == 0, final.stderr[-3000:]
+
+    expected = sorted(scd1(events, "customer_id", COLUMNS).values(), key=lambda r: r["customer_id"])
+    assert sorted(table(storage, "customers", COLUMNS), key=lambda r: r["customer_id"]) == expected
+    history = table(storage, "customers_history", [*COLUMNS, "__START_AT", "__END_AT"])
+    assert sorted(history, key=lambda r: (r["customer_id"], r["__START_AT"])) == scd2(
+        events, "customer_id", COLUMNS)
+
+    audit = table(storage, "customers_audit")
+    changes = [(r["_commit_version"], r["_change_type"], r["customer_id"]) for r in audit]
+    assert len(changes) == len(set(changes))  # each change once, whatever the kills
+    replayed: dict[str, dict[str, Any]] = {}
+    for change in sorted(audit, key=lambda r: r["_commit_version"]):
+        if change["_change_type"] in ("insert", "update_postimage"):
+            replayed[change["customer_id"]] = {c: change[c] for c in COLUMNS}
+        elif change["_change_type"] == "delete":
+            replayed.pop(change["customer_id"])
+    assert sorted(replayed.values(), key=lambda r: r["customer_id"]) == expected
