@@ -34,9 +34,13 @@ def _edges(resolver: Resolver, name: str) -> list[tuple[str, str, bool]]:
     for flow in resolver.graph.flows_into(name):
         resolved = resolver.flows[flow.name]
         via = "" if flow.name == name else f"flow {flow.name}"
+        if (cdc := flow.cdc) is not None:
+            how = f"auto CDC, SCD type {cdc.scd_type}, keys {', '.join(cdc.keys)}, by {', '.join(cdc.sequence_by)}"
+            via = f"{via}, {how}" if via else how
         edges += [(source, via, False) for source in resolved.sources]
-        edges += [(upstream, ", ".join(p for p in (mode, via) if p), True)
-                  for upstream, mode in resolved.inputs.items()]
+        for upstream, mode in resolved.inputs.items():
+            feed = "change feed" if upstream in resolved.changes else ""
+            edges.append((upstream, ", ".join(p for p in (mode, feed, via) if p), True))
     return edges
 
 

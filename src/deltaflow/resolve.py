@@ -56,6 +56,7 @@ class ResolvedFlow:
     df: DataFrame
     inputs: dict[str, ReadMode] = field(default_factory=dict)
     sources: list[str] = field(default_factory=list)
+    changes: set[str] = field(default_factory=set)
 
     @property
     def streaming(self) -> bool:
@@ -213,6 +214,8 @@ class Resolver:
             reader.inputs[name] = "stream" if streaming else "batch"
         kind = self.kinds[name]
         changes = str(options.get("readChangeFeed", "false")).lower() == "true"
+        if reader is not None and changes:
+            reader.changes.add(name)
         if kind == "sink":
             raise GraphError(f"{what} reads sink '{name}'; sinks are written, not read", location=where)
         if kind == "temporary_view":

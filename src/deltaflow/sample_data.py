@@ -386,6 +386,7 @@ class CustomerChangeFeed:
         self._next_seq = 1
 
     def __call__(self, rng: random.Random, now: datetime) -> dict[str, Any]:
+        """The next change event (``now`` is unused: the events carry their own ``updated_at``)."""
         if not self._pending:
             self._pending = customer_changes(self.customers, self.chunk, seed=rng.randrange(2**31),
                                              start_seq=self._next_seq)[::-1]

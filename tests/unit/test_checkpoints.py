@@ -18,5 +18,6 @@ def test_interrupted_log_writes_are_removed_and_log_entries_kept(tmp_path: Path)
     removed = clear_interrupted_writes(str(tmp_path))
 
     assert sorted(p.relative_to(tmp_path).as_posix() for p in removed) == sorted(leftovers)
-    assert sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*") if p.is_file()) == sorted(kept)
+    left = [p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*") if p.is_file()]
+    assert sorted(left) == sorted(kept)
     assert clear_interrupted_writes(str(tmp_path / "never-ran")) == []
