@@ -35,7 +35,8 @@ def _edges(resolver: Resolver, name: str) -> list[tuple[str, str, bool]]:
         resolved = resolver.flows[flow.name]
         via = "" if flow.name == name else f"flow {flow.name}"
         if (cdc := flow.cdc) is not None:
-            how = f"auto CDC, SCD type {cdc.scd_type}, keys {', '.join(cdc.keys)}, by {', '.join(cdc.sequence_by)}"
+            how = (f"auto CDC, SCD type {cdc.scd_type}, keys {', '.join(cdc.keys)}, "
+                   f"by {', '.join(cdc.sequence_by)}")
             via = f"{via}, {how}" if via else how
         edges += [(source, via, False) for source in resolved.sources]
         for upstream, mode in resolved.inputs.items():
