@@ -36,6 +36,7 @@ lint: setup
 bench: setup
 	$(BIN)/python benchmarks/bronze_ingest.py
 	$(BIN)/python benchmarks/freshness.py
+	$(BIN)/python benchmarks/cdc_merge.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache deltaflow_demo

@@ -133,9 +133,10 @@ def test_scd1_scd2_and_audit_match_a_reference_model_across_batches(spark, make_
     assert counts["delete"] > 0 and counts["update_postimage"] > 0
 
     # Every MERGE carried the flow's checkpoint identity and batch id ...
-    recorded = txns(project.table("customers"))
-    assert recorded and all(t["appId"].startswith("deltaflow:customers/customers/0:") for t in recorded)
-    assert [t["version"] for t in recorded] == sorted({t["version"] for t in recorded})
+    for table, flow in (("customers", "customers"), ("customers_history", "history")):
+        recorded = txns(project.table(table))  # each flow's own, though both ran at the same time
+        assert recorded and all(t["appId"].startswith(f"deltaflow:{table}/{flow}/0:") for t in recorded)
+        assert [t["version"] for t in recorded] == sorted({t["version"] for t in recorded})
     # ... so a batch replayed after its commit (checkpoint commit lost) changes nothing.
     before = {t: (versions(project, t), rows(project, t)) for t in ("customers", "customers_history")}
     forget_last_commit(project.checkpoint("customers"))
@@ -297,3 +298,28 @@ def test_cdc_mistakes_are_one_line_errors_at_their_line(spark, make_project: Cal
     spec = load_spec(project.spec_path)
     with pytest.raises(GraphError, match=message):
         Resolver(load_graph(spec), PipelineContext(spark=spark, spec=spec), analyze_only=True).resolve()
+
+
+def test_expired_tombstones_are_dropped_every_hundred_batches(spark, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from deltaflow.graph import AutoCdc, Flow, SourceLocation
+    from deltaflow.sinks.cdc import CLEANUP_EVERY, AutoCdcWriter
+
+    flow = Flow("f", "t", lambda: None, SourceLocation("defs.py", 1),  # type: ignore[arg-type,return-value]
+                cdc=AutoCdc(keys=("id",), sequence_by=("seq",), apply_as_deletes="op = 'D'"))
+    events = spark.createDataFrame([(1, 5, "D"), (2, 6, "U")], "id INT, seq INT, op STRING")
+    writer = AutoCdcWriter(flow, str(tmp_path / "target"), str(tmp_path / "checkpoint"), retention_seconds=0)
+    writer.prepare(spark, events.schema)
+
+    def tombstones() -> list[tuple[int, int]]:
+        found = DeltaTable(writer.tombstones).to_pyarrow_table(columns=["id", "_df_seq"]).to_pylist()
+        return sorted((r["id"], r["_df_seq"]) for r in found)
+
+    def record(rows: list[tuple[int, int, str]], batch_id: int) -> None:
+        batch = writer._events(spark.createDataFrame(rows, events.schema))
+        writer._record_tombstones(batch, writer._summary(batch), batch_id)
+
+    record([(1, 5, "D"), (2, 6, "U")], batch_id=1)
+    record([(3, 7, "D")], batch_id=2)
+    assert tombstones() == [(1, 5), (3, 7)]  # appended, expired or not, between clean-ups
+    record([(4, 8, "D")], batch_id=CLEANUP_EVERY)
+    assert tombstones() == [(4, 8)]  # older than the retention (0 s): gone; the batch's own kept

@@ -108,3 +108,54 @@ def test_per_flow_trigger_overrides(tmp_path: Path) -> None:
     assert forced["side"].mode == "once" and forced["gold"] == Trigger("once", "5 minutes")
     with pytest.raises(ConfigError, match="unknown flow 'gold' "):
         flow_triggers(spec, ["bronze", "side", "golden"], base, mode_given=False)
+
+
+CDC_FLOW = """import deltaflow as dp
+
+@dp.table
+def changes():
+    pass
+
+dp.create_streaming_table("target")
+dp.create_auto_cdc_flow(target="target", source="changes", keys=["id"], sequence_by={sequence}{extra})
+"""
+
+
+def test_auto_cdc_flow_registers_its_options_at_its_line(tmp_path: Path) -> None:
+    graph = load(project(tmp_path, CDC_FLOW.format(
+        sequence='["ts", "n"]', extra=', apply_as_deletes="op = \'D\'", except_column_list=["op"], '
+        'stored_as_scd_type="2", track_history_column_list=["name"], name="history"')))
+    flow = graph.flows["history"]
+    assert flow.target == "target" and str(flow.location).endswith("defs.py:8")
+    assert flow.cdc is not None
+    assert (flow.cdc.keys, flow.cdc.sequence_by, flow.cdc.scd_type) == (("id",), ("ts", "n"), 2)
+    assert flow.cdc.apply_as_deletes == "op = 'D'" and flow.cdc.except_column_list == ("op",)
+    assert flow.cdc.track_history_column_list == ("name",)
+
+
+@pytest.mark.parametrize(("sequence", "extra", "message"), [
+    ('"ts"', ", stored_as_scd_type=3", "stored_as_scd_type must be 1 or 2, not 3"),
+    ('"ts"', ", stored_as_scd_type=2, apply_as_truncates='op = \"T\"'", "apply_as_truncates works with "
+     "stored_as_scd_type=1 only"),
+    ("42", "", "sequence_by must name columns"),
+])
+def test_auto_cdc_flow_mistakes_are_one_line_errors(tmp_path: Path, sequence: str, extra: str,
+                                                    message: str) -> None:
+    with pytest.raises(GraphError, match=rf"defs\.py:8: {message}"):
+        load(project(tmp_path, CDC_FLOW.format(sequence=sequence, extra=extra)))
+
+
+def test_auto_cdc_and_append_flows_do_not_mix_in_one_table(tmp_path: Path) -> None:
+    code = CDC_FLOW.format(sequence='"ts"', extra="") + (
+        "\n@dp.append_flow(target='target')\ndef more():\n    pass\n")
+    with pytest.raises(GraphError, match=r"defs\.py:7: streaming table 'target' mixes auto CDC and append"):
+        load(project(tmp_path, code))
+
+
+def test_foreach_batch_sink_takes_append_flows(tmp_path: Path) -> None:
+    graph = load(project(tmp_path, "import deltaflow as dp\n\n@dp.foreach_batch_sink(name='out')\n"
+                         "def write(df, batch_id):\n    pass\n\n@dp.append_flow(target='out')\n"
+                         "def feed():\n    pass\n"))
+    sink = graph.datasets["out"]
+    assert sink.kind == "sink" and not sink.stored and sink.runs and sink.handler is not None
+    assert [f.name for f in graph.flows_into("out")] == ["feed"]

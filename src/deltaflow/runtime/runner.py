@@ -28,7 +28,7 @@ from deltaflow.runtime.checkpoints import checkpoint_path, clear_interrupted_wri
 from deltaflow.runtime.refresh import FullRefresh
 from deltaflow.runtime.triggers import Trigger
 from deltaflow.sinks.append import ensure_table, start_append
-from deltaflow.sinks.cdc import DEFAULT_TOMBSTONE_SECONDS, TOMBSTONE_RETENTION, AutoCdcWriter
+from deltaflow.sinks.cdc import AutoCdcWriter, tombstone_retention
 from deltaflow.sinks.foreach_batch import start_foreach_batch
 from deltaflow.sinks.materialize import MaterializedView
 
@@ -266,9 +266,8 @@ class PipelineRun:
         df = self.resolver.flows[flow.name].df
         target = self.graph.datasets[flow.target]
         if flow.cdc is not None:
-            retention = self.resolver.table_properties(flow.target).get(TOMBSTONE_RETENTION)
-            writer = AutoCdcWriter(flow, path, checkpoint,
-                                   int(retention) if retention else DEFAULT_TOMBSTONE_SECONDS)
+            retention = tombstone_retention(flow, self.resolver.table_properties(flow.target))
+            writer = AutoCdcWriter(flow, path, checkpoint, retention)
             writer.prepare(self.spark, df.schema)
             return start_foreach_batch(df, name=flow.name, handler=writer.apply, checkpoint=checkpoint,
                                        trigger=trigger)

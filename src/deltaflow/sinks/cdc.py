@@ -28,10 +28,11 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from deltaflow.errors import GraphError, SinkError
+from deltaflow.errors import ConfigError, GraphError, SinkError
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -42,9 +43,28 @@ if TYPE_CHECKING:
 START_AT, END_AT = "__START_AT", "__END_AT"
 TOMBSTONE_RETENTION = "pipelines.cdc.tombstoneGCThresholdInSeconds"
 DEFAULT_TOMBSTONE_SECONDS = 2 * 24 * 3600
+CLEANUP_EVERY = 100  # batches between two removals of expired tombstones
 _SEQ, _OP, _RANK, _FRESH, _SRC, _DELETED_AT = "_df_seq", "_df_op", "_df_rank", "_df_fresh", "_df_src", \
     "_df_deleted_at"
 UPSERT, DELETE, TRUNCATE = "upsert", "delete", "truncate"
+
+
+def tombstone_retention(flow: Flow, properties: Mapping[str, str]) -> int:
+    """Seconds a tombstone is kept: the target's ``pipelines.cdc.tombstoneGCThresholdInSeconds``.
+
+    Raises:
+        ConfigError: The property is not a whole number of seconds.
+
+    Example:
+        >>> tombstone_retention(flow, {TOMBSTONE_RETENTION: "3600"})  # doctest: +SKIP
+        3600
+
+    """
+    value = properties.get(TOMBSTONE_RETENTION, str(DEFAULT_TOMBSTONE_SECONDS))
+    if not value.strip().isdigit():
+        raise ConfigError(f"table property {TOMBSTONE_RETENTION} of '{flow.target}' must be a whole number "
+                          f"of seconds, not {value!r}", location=str(flow.location))
+    return int(value)
 
 
 def target_columns(flow: Flow, source: StructType) -> list[str]:
@@ -90,6 +110,7 @@ def target_schema(flow: Flow, source: StructType) -> StructType:
 class _Summary:
     events: int
     unordered: int
+    keyless: int
     deletes: int
     truncates: int
 
@@ -136,15 +157,18 @@ class AutoCdcWriter:
             summary = self._summary(events)
             if summary.events == 0:
                 return
-            if summary.unordered:
-                raise SinkError(f"auto CDC flow '{self.flow.name}': {summary.unordered} event(s) have a null "
-                                f"sequence_by ({', '.join(self.cdc.sequence_by)}); their order is unknown",
-                                location=str(self.flow.location),
-                                hint="fill it in upstream, or filter those events out in the source view")
+            sequence, keys = ", ".join(self.cdc.sequence_by), ", ".join(self.cdc.keys)
+            for count, what in ((summary.unordered, f"a null sequence_by ({sequence})"),
+                                (summary.keyless, f"a null key ({keys})")):
+                if count:
+                    raise SinkError(f"auto CDC flow '{self.flow.name}': {count} event(s) have {what}",
+                                    location=str(self.flow.location),
+                                    hint="fill it in upstream, or filter those events out in the source view")
             if self.cdc.scd_type == 1:
                 self._scd1(events, summary)
             else:
-                self._scd2(events, summary)
+                self._scd2(events)
+            self._record_tombstones(events, summary, batch_id)
         finally:
             events.unpersist()
 
@@ -171,29 +195,48 @@ class AutoCdcWriter:
         unordered = F.lit(False)
         for column in self.cdc.sequence_by:
             unordered = unordered | F.col(column).isNull()
-        row = events.agg(F.count(F.lit(1)), F.count_if(unordered), F.count_if(F.col(_OP) == DELETE),
-                         F.count_if(F.col(_OP) == TRUNCATE)).first()
+        keyless = F.lit(False)
+        for column in self.cdc.keys:
+            keyless = keyless | F.col(column).isNull()
+        keyless = keyless & (F.col(_OP) != TRUNCATE)  # a truncate names no row
+        row = events.agg(F.count(F.lit(1)), F.count_if(unordered), F.count_if(keyless),
+                         F.count_if(F.col(_OP) == DELETE), F.count_if(F.col(_OP) == TRUNCATE)).first()
         assert row is not None
-        return _Summary(events=row[0], unordered=row[1], deletes=row[2], truncates=row[3])
+        return _Summary(*row)
 
     @property
     def _values(self) -> list[str]:
         return [c for c in self.kept if c not in self.cdc.keys]
 
     def _keys_match(self, left: str, right: str) -> str:
-        return " AND ".join(f"{left}.`{k}` <=> {right}.`{k}`" for k in self.cdc.keys)
+        return " AND ".join(f"{left}.`{k}` = {right}.`{k}`" for k in self.cdc.keys)
 
     def _tombstones(self, session: SparkSession) -> DataFrame:
         return session.read.format("delta").load(self.tombstones)
 
-    def _cutoff(self) -> str:
-        return f"current_timestamp() - INTERVAL {int(self.retention_seconds)} SECONDS"
+    def _record_tombstones(self, events: DataFrame, summary: _Summary, batch_id: int) -> None:
+        """Append the batch's deletes to the tombstones; every ``CLEANUP_EVERY`` batches drop expired ones.
+
+        One commit either way, so on replay it is skipped like the target's.
+        """
+        from pyspark.sql import functions as F
+
+        cleanup = batch_id % CLEANUP_EVERY == 0
+        if not summary.deletes and not cleanup:
+            return
+        new = (events.where(F.col(_OP) == DELETE).select(*self.cdc.keys, _SEQ)
+               .withColumn(_DELETED_AT, F.current_timestamp()))
+        writer = new.write.format("delta").mode("append")
+        if cleanup:
+            cutoff = F.expr(f"current_timestamp() - INTERVAL {int(self.retention_seconds)} SECONDS")
+            kept = self._tombstones(events.sparkSession).where(F.col(_DELETED_AT) >= cutoff).localCheckpoint()
+            writer = kept.unionByName(new).write.format("delta").mode("overwrite")
+        writer.save(self.tombstones)
 
     # -- SCD type 1 ---------------------------------------------------------------------------------------
 
     def _scd1(self, events: DataFrame, summary: _Summary) -> None:
         from delta.tables import DeltaTable
-        from pyspark import StorageLevel
         from pyspark.sql import Window
         from pyspark.sql import functions as F
 
@@ -217,30 +260,24 @@ class AutoCdcWriter:
         latest = Window.partitionBy(*cdc.keys).orderBy(F.col(_SEQ).desc(), F.col(_RANK).desc())
         winners = (events.withColumn("_df_n", F.row_number().over(latest)).where("_df_n = 1")
                    .withColumn(_FRESH, fresh))
+        tombstones = self._tombstones(session).groupBy(*cdc.keys).agg(F.max(_SEQ).alias(_SEQ)).alias("b")
         tombstone = F.col(f"b.{_SEQ}")
-        winners = (winners.alias("w").join(self._tombstones(session).alias("b"),
-                                           F.expr(self._keys_match("w", "b")), "left")
-                   .where(tombstone.isNull() | (F.col(f"w.{_SEQ}") > tombstone))
-                   .select("w.*", tombstone.isNotNull().alias("_df_tombstoned"))
-                   .persist(StorageLevel.MEMORY_AND_DISK))
-        try:
-            newer = f"(s.{_SEQ} > {self._sequence_of('t')} OR {str(summary.truncates > 0).lower()})"
-            value: dict[str, str | Column] = {c: f"s.`{c}`" for c in self.kept}
-            if cdc.ignore_null_updates:
-                value.update({c: f"CASE WHEN s.{_FRESH} THEN s.`{c}` ELSE coalesce(s.`{c}`, t.`{c}`) END"
-                              for c in self._values})
-            merge = (DeltaTable.forPath(session, self.path).alias("t")
-                     .merge(winners.alias("s"), self._keys_match("t", "s"))
-                     .whenMatchedDelete(condition=f"s.{_OP} = '{DELETE}' AND {newer}")
-                     .whenMatchedUpdate(condition=f"s.{_OP} = '{UPSERT}' AND {newer}", set=value)
-                     .whenNotMatchedInsert(condition=f"s.{_OP} = '{UPSERT}'",
-                                           values={c: f"s.`{c}`" for c in self.kept}))
-            if summary.truncates:
-                merge = merge.whenNotMatchedBySourceDelete()
-            merge.execute()
-            self._record_tombstones_scd1(winners.where((F.col(_OP) == DELETE) | F.col("_df_tombstoned")))
-        finally:
-            winners.unpersist()
+        winners = (winners.alias("w").join(tombstones, F.expr(self._keys_match("w", "b")), "left")
+                   .where(tombstone.isNull() | (F.col(f"w.{_SEQ}") > tombstone)).select("w.*"))
+        newer = f"s.{_SEQ} > {self._sequence_of('t')}" + (" OR true" if summary.truncates else "")
+        value: dict[str, str | Column] = {c: f"s.`{c}`" for c in self.kept}
+        if cdc.ignore_null_updates:
+            value.update({c: f"CASE WHEN s.{_FRESH} THEN s.`{c}` ELSE coalesce(s.`{c}`, t.`{c}`) END"
+                          for c in self._values})
+        merge = (DeltaTable.forPath(session, self.path).alias("t")
+                 .merge(winners.alias("s"), self._keys_match("t", "s"))
+                 .whenMatchedDelete(condition=f"s.{_OP} = '{DELETE}' AND ({newer})")
+                 .whenMatchedUpdate(condition=f"s.{_OP} = '{UPSERT}' AND ({newer})", set=value)
+                 .whenNotMatchedInsert(condition=f"s.{_OP} = '{UPSERT}'",
+                                       values={c: f"s.`{c}`" for c in self.kept}))
+        if summary.truncates:
+            merge = merge.whenNotMatchedBySourceDelete()
+        merge.execute()
 
     def _sequence_of(self, alias: str) -> str:
         columns = [f"{alias}.`{c}`" for c in self.cdc.sequence_by]
@@ -249,27 +286,9 @@ class AutoCdcWriter:
         return "named_struct(" + ", ".join(f"'{c}', {a}" for c, a in zip(self.cdc.sequence_by, columns,
                                                                              strict=True)) + ")"
 
-    def _record_tombstones_scd1(self, changes: DataFrame) -> None:
-        """Keep the newest delete per key; an applied upsert newer than a key's tombstone removes it."""
-        from delta.tables import DeltaTable
-
-        if changes.isEmpty():
-            return
-        source = changes.select(*self.cdc.keys, _SEQ, _OP)
-        (DeltaTable.forPath(changes.sparkSession, self.tombstones).alias("t")
-         .merge(source.alias("s"), self._keys_match("t", "s"))
-         .whenMatchedUpdate(condition=f"s.{_OP} = '{DELETE}' AND s.{_SEQ} > t.{_SEQ}",
-                            set={_SEQ: f"s.{_SEQ}", _DELETED_AT: "current_timestamp()"})
-         .whenMatchedDelete(condition=f"s.{_OP} = '{UPSERT}' AND s.{_SEQ} > t.{_SEQ}")
-         .whenNotMatchedInsert(condition=f"s.{_OP} = '{DELETE}'",
-                               values={**{k: f"s.`{k}`" for k in self.cdc.keys}, _SEQ: f"s.{_SEQ}",
-                                       _DELETED_AT: "current_timestamp()"})
-         .whenNotMatchedBySourceDelete(condition=f"t.{_DELETED_AT} < {self._cutoff()}")
-         .execute())
-
     # -- SCD type 2 ---------------------------------------------------------------------------------------
 
-    def _scd2(self, events: DataFrame, summary: _Summary) -> None:
+    def _scd2(self, events: DataFrame) -> None:
         from delta.tables import DeltaTable
         from pyspark.sql import Window
         from pyspark.sql import functions as F
@@ -310,7 +329,7 @@ class AutoCdcWriter:
             history = history.withColumn(column, last.over(group))
         heads = history.where("_df_head").withColumn(END_AT, F.lead(_SEQ).over(in_order))
         versions = heads.where(F.col(_OP) == UPSERT).select(*self.kept, F.col(_SEQ).alias(START_AT), END_AT)
-        start_matches = self._keys_match("t", "s") + f" AND t.`{START_AT}` <=> s.`{START_AT}`"
+        start_matches = self._keys_match("t", "s") + f" AND t.`{START_AT}` = s.`{START_AT}`"
         stale = stored.alias("t").join(versions.alias("s"), F.expr(start_matches), "left_anti")
         changes = (versions.withColumn(_OP, F.lit(UPSERT))
                    .unionByName(stale.select(*self.kept, START_AT, END_AT).withColumn(_OP, F.lit(DELETE))))
@@ -322,21 +341,6 @@ class AutoCdcWriter:
                             set={c: f"s.`{c}`" for c in [*self.kept, START_AT, END_AT]})
          .whenNotMatchedInsert(condition=f"s.{_OP} = '{UPSERT}'",
                                values={c: f"s.`{c}`" for c in [*self.kept, START_AT, END_AT]})
-         .execute())
-        if summary.deletes:
-            self._record_tombstones_scd2(events)
-
-    def _record_tombstones_scd2(self, events: DataFrame) -> None:
-        """Keep every delete: history is rebuilt from versions and deletes."""
-        from delta.tables import DeltaTable
-        from pyspark.sql import functions as F
-
-        new = events.where(F.col(_OP) == DELETE).select(*self.cdc.keys, _SEQ).distinct()
-        (DeltaTable.forPath(events.sparkSession, self.tombstones).alias("t")
-         .merge(new.alias("s"), self._keys_match("t", "s") + f" AND t.{_SEQ} <=> s.{_SEQ}")
-         .whenNotMatchedInsert(values={**{k: f"s.`{k}`" for k in self.cdc.keys}, _SEQ: f"s.{_SEQ}",
-                                       _DELETED_AT: "current_timestamp()"})
-         .whenNotMatchedBySourceDelete(condition=f"t.{_DELETED_AT} < {self._cutoff()}")
          .execute())
 
 
