@@ -33,6 +33,22 @@ def scd1(events: Iterable[Event], key: str, columns: list[str]) -> dict[Any, dic
             if history[-1]["op"] != "DELETE"}
 
 
+def replay(changes: Iterable[Event], key: str, columns: list[str]) -> list[dict[str, Any]]:
+    """The table a change feed leads to: its changes applied in commit order, sorted by key.
+
+    Raises:
+        KeyError: A delete of a row that is not there (a change seen twice, or one missing).
+
+    """
+    table: dict[Any, dict[str, Any]] = {}
+    for change in sorted(changes, key=lambda r: r["_commit_version"]):
+        if change["_change_type"] in ("insert", "update_postimage"):
+            table[change[key]] = _row(change, columns)
+        elif change["_change_type"] == "delete":
+            table.pop(change[key])
+    return [table[k] for k in sorted(table)]
+
+
 def scd2(events: Iterable[Event], key: str, columns: list[str]) -> list[dict[str, Any]]:
     """Every version, with ``__START_AT`` / ``__END_AT``, sorted by key and start."""
     versions = []

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from deltalake import DeltaTable
 
-from cdc_model import scd1, scd2
+from cdc_model import replay, scd1, scd2
 from helpers import Project, batch_ids, cli_env, in_flight, kill_group, wait_for
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -141,10 +141,4 @@ def test_customers_cdc_example_matches_the_reference_model_across_sigkills(kafka
     audit = table(storage, "customers_audit")
     changes = [(r["_commit_version"], r["_change_type"], r["customer_id"]) for r in audit]
     assert len(changes) == len(set(changes))  # each change once, whatever the kills
-    replayed: dict[str, dict[str, Any]] = {}
-    for change in sorted(audit, key=lambda r: r["_commit_version"]):
-        if change["_change_type"] in ("insert", "update_postimage"):
-            replayed[change["customer_id"]] = {c: change[c] for c in COLUMNS}
-        elif change["_change_type"] == "delete":
-            replayed.pop(change["customer_id"])
-    assert sorted(replayed.values(), key=lambda r: r["customer_id"]) == expected
+    assert replay(audit, "customer_id", COLUMNS) == expected

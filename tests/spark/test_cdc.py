@@ -6,6 +6,8 @@ Change events arrive as JSON file drops; every table is read back with ``deltala
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -14,7 +16,7 @@ from typing import Any
 import pytest
 from deltalake import DeltaTable
 
-from cdc_model import scd1, scd2
+from cdc_model import replay, scd1, scd2
 from deltaflow.context import PipelineContext
 from deltaflow.errors import FlowError, GraphError
 from deltaflow.loader import load_graph
@@ -24,7 +26,7 @@ from deltaflow.runtime.runner import PipelineRun, RunPlan
 from deltaflow.runtime.triggers import Trigger
 from deltaflow.sample_data import customer_changes
 from deltaflow.spec import load_spec
-from helpers import Project
+from helpers import Project, cli_env
 
 pytestmark = pytest.mark.spark
 
@@ -121,13 +123,23 @@ def test_scd1_scd2_and_audit_match_a_reference_model_across_batches(spark, make_
     key = ("_commit_version", "_change_type", "customer_id")
     assert sorted(tuple(r[k] for k in key) for r in audit) == sorted(tuple(r[k] for k in key) for r in feed)
     assert len({tuple(r[k] for k in key) for r in audit}) == len(audit)
-    replayed: dict[str, dict[str, Any]] = {}
-    for change in sorted(audit, key=lambda r: r["_commit_version"]):
-        if change["_change_type"] in ("insert", "update_postimage"):
-            replayed[change["customer_id"]] = {c: change[c] for c in COLUMNS}
-        elif change["_change_type"] == "delete":
-            replayed.pop(change["customer_id"])
-    assert sorted(replayed.values(), key=lambda r: r["customer_id"]) == expected_latest
+    assert replay(audit, "customer_id", COLUMNS) == expected_latest
+
+    # `deltaflow changes` (no JVM) shows the same feed, between two versions.
+    def changes_cli(*args: str) -> subprocess.CompletedProcess[str]:
+        command = [sys.executable, "-m", "deltaflow", "changes", "customers", *args,
+                   "--spec", str(project.spec_path)]
+        return subprocess.run(command, capture_output=True, text=True, env=cli_env(), timeout=60)
+
+    def change(r: dict[str, Any]) -> tuple[Any, ...]:
+        return r["_commit_version"], r["_change_type"], r["customer_id"], r["seq"]
+
+    as_json = changes_cli("--from", "2", "--to", "3", "--json")
+    assert as_json.returncode == 0, as_json.stderr
+    shown = [change(json.loads(line)) for line in as_json.stdout.splitlines()]
+    assert shown and shown == [change(r) for r in feed if 2 <= r["_commit_version"] <= 3]
+    as_table = changes_cli("--from", "2", "--limit", "3")
+    assert as_table.returncode == 0 and "more (--limit 0 shows all" in as_table.stdout
     counts = {r["_change_type"]: r["count"] for r in rows(project, "change_counts")}
     assert counts == {t: sum(1 for r in feed if r["_change_type"] == t) for t in counts}
     assert counts["delete"] > 0 and counts["update_postimage"] > 0
@@ -323,3 +335,16 @@ def test_expired_tombstones_are_dropped_every_hundred_batches(spark, tmp_path) -
     assert tombstones() == [(1, 5), (3, 7)]  # appended, expired or not, between clean-ups
     record([(4, 8, "D")], batch_id=CLEANUP_EVERY)
     assert tombstones() == [(4, 8)]  # older than the retention (0 s): gone; the batch's own kept
+
+
+def test_change_feed_for_every_table_from_the_spec(spark, make_project) -> None:  # type: ignore[no-untyped-def]
+    code = ERRORS.format(key="id", read='dp.read_changes("target", stream=True)')
+    project = make_project(code, spec_extra="table_properties:\n  delta.enableChangeDataFeed: true\n")
+    (project.root / "landing").mkdir()
+    spec = load_spec(project.spec_path)
+    resolver = Resolver(load_graph(spec), PipelineContext(spark=spark, spec=spec)).resolve()
+    assert resolver.flows["reader"].changes == {"target"}
+    assert "_change_type" in resolver.schemas["reader"].names
+    for table in ("changes", "target", "reader"):
+        configuration = DeltaTable(project.table(table)).metadata().configuration
+        assert configuration["delta.enableChangeDataFeed"] == "true"
