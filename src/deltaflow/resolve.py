@@ -42,8 +42,9 @@ DELTA_STREAM_OPTIONS = (
     "ignoreDeletes", "ignoreChanges", "withEventTimeOrder", "readChangeFeed", "excludeRegex",
     "failOnDataLoss", "schemaTrackingLocation", "allowSourceColumnRenameAndDrop",
 )
-#: The table property that makes Delta record a table's Change Data Feed.
+#: The table property that makes Delta record a table's Change Data Feed, and the columns a read of it adds.
 CHANGE_FEED = "delta.enableChangeDataFeed"
+CHANGE_COLUMNS = ("_change_type", "_commit_version", "_commit_timestamp")
 DELTA_BATCH_OPTIONS = ("versionAsOf", "timestampAsOf", "readChangeFeed", "startingVersion",
                        "endingVersion", "startingTimestamp", "endingTimestamp")
 
@@ -138,11 +139,13 @@ class Resolver:
             self._resolving.pop()
         self.kinds[name] = self._kind(dataset, resolved)
         self.schemas[name] = self._schema(dataset, resolved)
-        if dataset.stored and not self.analyze_only:
-            from deltaflow.sinks.append import ensure_table
+        if dataset.stored:
+            properties = self.table_properties(name)
+            if not self.analyze_only:
+                from deltaflow.sinks.append import ensure_table
 
-            ensure_table(self.context.spark, dataset, self.context.table_path(name), self.schemas[name],
-                         self.table_properties(name))
+                ensure_table(self.context.spark, dataset, self.context.table_path(name), self.schemas[name],
+                             properties)
 
     def _build(self, flow: Flow) -> ResolvedFlow:
         resolved = ResolvedFlow(flow, df=None)  # type: ignore[arg-type]  # set below
@@ -293,8 +296,27 @@ class Resolver:
     # -- questions about the graph ------------------------------------------------------------------------
 
     def table_properties(self, dataset: str) -> dict[str, str]:
-        """The Delta table properties of ``dataset``: the spec's defaults, then the dataset's own."""
-        return {**self.context.spec.table_properties, **self.graph.datasets[dataset].table_properties}
+        """The Delta table properties of ``dataset``: the spec's defaults, then the dataset's own.
+
+        A table holding change-feed rows (``_change_type`` ...) cannot record a change feed of its own, so
+        the spec's default does not apply to it, and the table's own setting is an error.
+
+        Raises:
+            GraphError: The dataset asks for a change feed but has the change feed's columns.
+
+        """
+        own = self.graph.datasets[dataset].table_properties
+        properties = {**self.context.spec.table_properties, **own}
+        schema = self.schemas.get(dataset)
+        reserved = [c for c in CHANGE_COLUMNS if schema is not None and c in schema.names]
+        if reserved and properties.get(CHANGE_FEED, "false").lower() == "true":
+            if CHANGE_FEED in own:
+                raise GraphError(f"'{dataset}' holds the change-feed columns {', '.join(reserved)}, so it "
+                                 "cannot record a change feed of its own",
+                                 location=str(self.graph.datasets[dataset].location),
+                                 hint=f"rename those columns, or drop {CHANGE_FEED} from its properties")
+            del properties[CHANGE_FEED]
+        return properties
 
     def rewrites(self, dataset: str) -> bool:
         """Whether ``dataset``'s table gets commits that change or remove rows (views, auto CDC targets)."""

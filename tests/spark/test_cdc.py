@@ -345,6 +345,17 @@ def test_change_feed_for_every_table_from_the_spec(spark, make_project) -> None:
     resolver = Resolver(load_graph(spec), PipelineContext(spark=spark, spec=spec)).resolve()
     assert resolver.flows["reader"].changes == {"target"}
     assert "_change_type" in resolver.schemas["reader"].names
-    for table in ("changes", "target", "reader"):
+    for table in ("changes", "target"):
         configuration = DeltaTable(project.table(table)).metadata().configuration
         assert configuration["delta.enableChangeDataFeed"] == "true"
+    # The reader holds change-feed rows: Delta forbids a feed of its own, so the default skips it.
+    assert "delta.enableChangeDataFeed" not in DeltaTable(project.table("reader")).metadata().configuration
+    # Asked for by the table itself, it is an error at its definition, found by a dry run.
+    asked = make_project(code.replace("@dp.table\ndef reader", "@dp.table(table_properties="
+                                      "{'delta.enableChangeDataFeed': 'true'})\ndef reader"), name="asked",
+                         spec_extra="table_properties:\n  delta.enableChangeDataFeed: true\n")
+    (asked.root / "landing").mkdir()
+    spec = load_spec(asked.spec_path)
+    with pytest.raises(GraphError, match=r"defs\.py:11: 'reader' holds the change-feed columns _change_type, "
+                       "_commit_version, _commit_timestamp"):
+        Resolver(load_graph(spec), PipelineContext(spark=spark, spec=spec), analyze_only=True).resolve()
