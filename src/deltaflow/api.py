@@ -44,6 +44,7 @@ if TYPE_CHECKING:
 
 QueryFunction = Callable[[], "DataFrame"]
 F = TypeVar("F", bound=QueryFunction)
+G = TypeVar("G", bound=Callable[..., Any])
 
 _REGISTRY: ContextVar[PipelineGraph | None] = ContextVar("deltaflow_registry", default=None)
 
@@ -89,10 +90,10 @@ def _caller_location() -> SourceLocation:
     return _relative(frame.filename, frame.lineno)
 
 
-def _decorator(what: str, func: F | None, register: Callable[[F], None]) -> F | Callable[[F], F]:
+def _decorator(what: str, func: G | None, register: Callable[[G], None]) -> G | Callable[[G], G]:
     """Make ``register`` usable bare (``@dp.x``) and with arguments (``@dp.x(...)``)."""
 
-    def decorate(f: F) -> F:
+    def decorate(f: G) -> G:
         if not callable(f):
             raise GraphError(f"{what} expects a function", hint=f"use {what} or {what}(name=...)")
         register(f)
@@ -397,13 +398,7 @@ def foreach_batch_sink(
         graph = _registry("@dp.foreach_batch_sink")
         graph.add_dataset(Dataset(name=name or f.__name__, kind="sink", location=_location(f), handler=f))
 
-    def decorate(f: BatchHandler) -> BatchHandler:
-        if not callable(f):
-            raise GraphError("@dp.foreach_batch_sink expects a function (df, batch_id)")
-        register(f)
-        return f
-
-    return decorate(func) if func is not None else decorate
+    return _decorator("@dp.foreach_batch_sink", func, register)
 
 
 def by_window(column: str, duration: str, *, output: str = "window.start") -> WindowRefresh:
