@@ -172,6 +172,11 @@ class PipelineGraph:
                 raise GraphError(f"streaming table '{dataset.name}' mixes auto CDC and append flows",
                                  location=str(dataset.location),
                                  hint="write the appended rows to another table")
+            if len(cdc) > 1:
+                raise GraphError(f"streaming table '{dataset.name}' has {len(cdc)} auto CDC flows "
+                                 f"({', '.join(f.name for f in cdc)}); one writes it",
+                                 location=str(cdc[1].location),
+                                 hint="union the change streams in a temporary view and use that as source")
             if not self.flows_into(dataset.name):
                 raise GraphError(f"{KIND_LABELS[dataset.kind]} '{dataset.name}' has no flow writing into it",
                                  location=str(dataset.location),

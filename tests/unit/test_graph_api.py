@@ -152,6 +152,15 @@ def test_auto_cdc_and_append_flows_do_not_mix_in_one_table(tmp_path: Path) -> No
         load(project(tmp_path, code))
 
 
+def test_one_auto_cdc_flow_per_table(tmp_path: Path) -> None:
+    code = CDC_FLOW.format(sequence='"ts"', extra="") + (
+        'dp.create_auto_cdc_flow(target="target", source="changes", keys=["id"], sequence_by="ts", '
+        'name="again")\n')
+    with pytest.raises(GraphError, match=r"defs\.py:9: streaming table 'target' has 2 auto CDC flows "
+                       r"\(target, again\); one writes it"):
+        load(project(tmp_path, code))
+
+
 def test_foreach_batch_sink_takes_append_flows(tmp_path: Path) -> None:
     graph = load(project(tmp_path, "import deltaflow as dp\n\n@dp.foreach_batch_sink(name='out')\n"
                          "def write(df, batch_id):\n    pass\n\n@dp.append_flow(target='out')\n"
