@@ -13,6 +13,7 @@ Errors print one line (``error: DF-CONFIG deltaflow.yml: unknown key 'kafak' ...
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 import threading
@@ -263,11 +264,24 @@ def kafka_status(port: PortOption = 19092, state_dir: StateOption = None) -> Non
 
 def main() -> None:
     """Entry point of the ``deltaflow`` console script."""
+    code: int | str | None = 0
     try:
         app()
+    except SystemExit as exc:
+        code = exc.code
     except DeltaflowError as exc:
         err.print(f"error: {exc}", markup=False, soft_wrap=True)
-        sys.exit(1)
+        code = 1
     except KeyboardInterrupt:
         err.print("interrupted", markup=False)
-        sys.exit(130)
+        code = 130
+    if "deltalake" in sys.modules and "pyspark" not in sys.modules:
+        # deltalake's native threads can abort the interpreter's teardown (SIGABRT, "terminate called
+        # without an active exception", delta-rs#2184) after the command has finished; a command that
+        # read with deltalake and started no JVM has nothing left to clean up, so leave at once.
+        if isinstance(code, str):
+            err.print(code, markup=False)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code if isinstance(code, int) else 1)
+    sys.exit(code)
