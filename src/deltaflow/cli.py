@@ -5,6 +5,7 @@
     deltaflow graph [--format text|mermaid|dot]
     deltaflow run [--available-now | --continuous | --once] [--refresh a,b] [--full-refresh a]
     deltaflow changes TABLE [--from V] [--to V] [--json]    a table's Change Data Feed, without Spark
+    deltaflow status [--json]        each flow's state, last batch, rates and backlog, without Spark
     deltaflow demo [--example clickstream|orders|fraud|customers_cdc] [--seconds 60] [--rate 1000]
     deltaflow kafka start|stop|status [--port 19092]
 
@@ -175,6 +176,51 @@ def graph(
     if format not in FORMATS:
         raise ConfigError(f"unknown format '{format}'", location="--format", hint="text, mermaid or dot")
     out.print(FORMATS[format](_analyse(spec)), markup=False, soft_wrap=True)
+
+
+def _age(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    for unit, size in (("d", 86_400), ("h", 3_600), ("min", 60)):
+        if seconds >= size:
+            return f"{seconds / size:.0f} {unit} ago"
+    return f"{seconds:.0f} s ago"
+
+
+def _backlog(versions: int | None, offsets: int | None) -> str:
+    parts = ([f"{offsets:,} Kafka offsets"] if offsets is not None else []) + (
+        [f"{versions:,} Delta versions"] if versions is not None else [])
+    return ", ".join(parts) or "-"
+
+
+@app.command()
+def status(
+    spec: SpecOption = None,
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON object per flow.")] = False,
+) -> None:
+    """Each flow's state, last batch, rows/s in vs processed and backlog, from the event log (no Spark)."""
+    import json
+
+    from rich.table import Table
+
+    from deltaflow.ops.status import pipeline_status
+    from deltaflow.spec import load_spec
+
+    flows = pipeline_status(load_spec(spec))
+    if as_json:
+        for flow in flows:
+            out.print(json.dumps(flow.as_json()), markup=False, soft_wrap=True, highlight=False)
+        return
+    view = Table("flow", "state", "last batch", "rows/s in", "rows/s processed", "backlog", "note",
+                 title_justify="left")
+    for flow in flows:
+        rates = [f"{r:,.0f}" if r is not None else "-"
+                 for r in (flow.input_rows_per_second, flow.processed_rows_per_second)]
+        note = "falling behind: input outruns processing" if flow.falling_behind else (flow.error or "")
+        batch = "-" if flow.last_batch is None else f"{flow.last_batch} ({_age(flow.age_seconds)})"
+        view.add_row(flow.flow, flow.state, batch, *rates,
+                     _backlog(flow.delta_versions_behind, flow.kafka_offsets_behind), note)
+    out.print(view)
 
 
 @app.command()

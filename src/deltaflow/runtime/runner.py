@@ -25,6 +25,7 @@ from deltaflow.errors import ConfigError, FlowError
 from deltaflow.graph import suggest
 from deltaflow.resolve import ReadMode, Resolver, first_line
 from deltaflow.runtime.checkpoints import checkpoint_path, clear_interrupted_writes, current_generation
+from deltaflow.runtime.event_log import EventLog, end_event, event_log_listener
 from deltaflow.runtime.refresh import FullRefresh
 from deltaflow.runtime.triggers import Trigger
 from deltaflow.sinks.append import ensure_table, start_append
@@ -135,12 +136,15 @@ class PipelineRun:
         self.pending: list[str] = []
         self.finished: dict[str, FlowOutcome] = {}
         self._reported: dict[str, int] = {}
+        self.event_log = EventLog(spec.storage_path, spec.name)
+        self._listener = event_log_listener(self.event_log)
 
     # -- starting ---------------------------------------------------------------------------------------
 
     def start(self) -> None:
         """Resolve the graph, create tables, do full refreshes, and start the flows that can start."""
         self.plan.check(self.graph)
+        self.spark.streams.addListener(self._listener)
         self.resolver.resolve()
         selected = self._selected()
         for dataset in self._full_refresh_set(selected):
@@ -312,7 +316,19 @@ class PipelineRun:
                 self.stop(grace_seconds)
                 break
         self.poll_progress()
-        return self.outcomes(stopped=stop.is_set())
+        outcomes = self.outcomes(stopped=stop.is_set())
+        self._close_event_log(outcomes)
+        return outcomes
+
+    def _close_event_log(self, outcomes: list[FlowOutcome]) -> None:
+        """Log how each flow ended, once the listener has logged every batch of the run."""
+        last = {str(q.id): q.lastProgress.batchId for q in self.queries.values() if q.lastProgress}
+        self.event_log.await_batches(last)
+        self.spark.streams.removeListener(self._listener)
+        for outcome in outcomes:
+            self.event_log.add(end_event(self.spec.name, self.event_log.run_id, outcome.flow, outcome.state,
+                                         outcome.error))
+        self.event_log.close()
 
     def stop(self, grace_seconds: float = 120.0) -> None:
         """Stop every query once the batch it was writing when asked (if any) has committed.
@@ -355,7 +371,12 @@ class PipelineRun:
 
     def run(self, stop: threading.Event) -> list[FlowOutcome]:
         """Start, wait, and raise :class:`FlowError` naming every failed flow."""
-        self.start()
+        try:
+            self.start()
+        except BaseException:
+            self.stop()
+            self._close_event_log([])
+            raise
         outcomes = self.wait(stop)
         failed = [o for o in outcomes if o.state == "failed"]
         if failed:

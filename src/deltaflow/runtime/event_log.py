@@ -1,0 +1,248 @@
+"""The event log: one row per micro-batch of every flow, in a Delta table under the pipeline's storage.
+
+A listener (a Spark ``StreamingQueryListener``, :func:`event_log_listener`) turns each query progress into a
+:class:`BatchEvent`; a writer thread appends them with ``deltalake`` (no Spark job, so logging never
+competes with the flows), every second or so. The table is ``<storage>/_event_log``: Spark, ``deltalake``
+and ``deltaflow status`` read it.
+
+Example:
+    >>> log = EventLog("/data", pipeline="clickstream")  # doctest: +SKIP
+    >>> spark.streams.addListener(event_log_listener(log))  # doctest: +SKIP
+    >>> log.close()  # doctest: +SKIP
+
+"""
+
+from __future__ import annotations
+
+import json
+import queue
+import re
+import threading
+import uuid
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, fields
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+EVENT_LOG = "_event_log"
+FLUSH_SECONDS = 1.0
+
+
+def event_log_path(storage: str) -> str:
+    """Where the event log of the pipeline stored at ``storage`` lives."""
+    return f"{storage}/{EVENT_LOG}"
+
+
+@dataclass(frozen=True)
+class BatchEvent:
+    """One row of the event log: a micro-batch of a flow, or the end of a flow's query."""
+
+    pipeline: str
+    run_id: str
+    flow: str
+    query_id: str
+    kind: str  # "batch", or how the flow ended: "completed", "stopped", "failed"
+    batch_id: int | None
+    start_time: datetime
+    end_time: datetime
+    input_rows: int
+    input_rows_per_second: float
+    processed_rows_per_second: float
+    duration_ms: int
+    durations_ms: str  # JSON: Spark's durationMs breakdown (addBatch, getBatch, queryPlanning ...)
+    sources: str  # JSON: per source, its description, start/end/latest offsets and metrics
+    delta_versions_behind: int | None  # Delta sources: versions committed but not read yet, summed
+    kafka_offsets_behind: int | None  # Kafka sources: maxOffsetsBehindLatest, summed over sources
+    expectations: str | None  # JSON: per expectation, rows passed and failed (data quality)
+    error: str | None
+
+
+def _schema() -> pa.Schema:
+    import pyarrow as pa
+
+    types = {"batch_id": pa.int64(), "input_rows": pa.int64(), "duration_ms": pa.int64(),
+             "input_rows_per_second": pa.float64(), "processed_rows_per_second": pa.float64(),
+             "delta_versions_behind": pa.int64(), "kafka_offsets_behind": pa.int64(),
+             "start_time": pa.timestamp("us", tz="UTC"), "end_time": pa.timestamp("us", tz="UTC")}
+    return pa.schema([pa.field(f.name, types.get(f.name, pa.string())) for f in fields(BatchEvent)])
+
+
+def delta_versions_behind(sources: Iterable[Mapping[str, Any]]) -> int | None:
+    """How many committed versions of its Delta sources a batch left unread (None: no Delta source).
+
+    Open-source Delta reports no backlog metrics, so the source tables' logs are read (with deltalake).
+    An end offset ``{reservoirVersion: v, ...}`` means the versions before ``v`` were read; ``v`` itself
+    counts as unread, since it may have been read in part.
+
+    Example:
+        >>> delta_versions_behind([{"description": "KafkaV2[Subscribe[clicks]]"}]) is None
+        True
+
+    """
+    from deltalake import DeltaTable
+
+    behind = None
+    for source in sources:
+        description, end = str(source.get("description") or ""), source.get("end_offset")
+        match = re.fullmatch(r"DeltaSource\[(?:file:)?(.+)\]", description)
+        if match is None or not isinstance(end, dict):
+            continue
+        try:
+            latest = DeltaTable(match.group(1)).version()
+        except Exception:  # the source table may be gone; the log must not fail for it
+            continue
+        behind = (behind or 0) + max(0, latest - int(end["reservoirVersion"]) + 1)
+    return behind
+
+
+def _metric_sum(sources: Iterable[Mapping[str, Any]], name: str) -> int | None:
+    values = [int(float(s["metrics"][name])) for s in sources if name in (s.get("metrics") or {})]
+    return sum(values) if values else None
+
+
+def batch_event(pipeline: str, run_id: str, progress: Mapping[str, Any]) -> BatchEvent:
+    """The event of one query progress, given as Spark's progress JSON (``StreamingQueryProgress.json``).
+
+    Example:
+        >>> event = batch_event("p", "r", {"name": "bronze", "id": "q", "batchId": 3,
+        ...     "timestamp": "2026-11-21T10:00:00.000Z", "numInputRows": 10, "durationMs":
+        ...     {"triggerExecution": 500}, "sources": [{"description": "KafkaV2[Subscribe[clicks]]",
+        ...     "metrics": {"maxOffsetsBehindLatest": "42"}}]})
+        >>> (event.flow, event.batch_id, event.input_rows, event.kafka_offsets_behind)
+        ('bronze', 3, 10, 42)
+
+    """
+    start = datetime.fromisoformat(str(progress["timestamp"]).replace("Z", "+00:00"))
+    durations = {k: int(v) for k, v in (progress.get("durationMs") or {}).items()}
+    total = durations.get("triggerExecution", 0)
+    sources = [{"description": s.get("description"), "start_offset": s.get("startOffset"),
+                "end_offset": s.get("endOffset"), "latest_offset": s.get("latestOffset"),
+                "num_input_rows": s.get("numInputRows"), "metrics": s.get("metrics") or {}}
+               for s in progress.get("sources") or []]
+    return BatchEvent(
+        pipeline=pipeline, run_id=run_id, flow=str(progress.get("name") or progress["id"]),
+        query_id=str(progress["id"]), kind="batch", batch_id=int(progress["batchId"]), start_time=start,
+        end_time=datetime.fromtimestamp(start.timestamp() + total / 1000, UTC),
+        input_rows=int(progress.get("numInputRows") or 0),
+        input_rows_per_second=float(progress.get("inputRowsPerSecond") or 0.0),
+        processed_rows_per_second=float(progress.get("processedRowsPerSecond") or 0.0),
+        duration_ms=total, durations_ms=json.dumps(durations), sources=json.dumps(sources, default=str),
+        delta_versions_behind=None,  # filled in by the writer thread (it reads the source tables' logs)
+        kafka_offsets_behind=_metric_sum(sources, "maxOffsetsBehindLatest"), expectations=None, error=None,
+    )
+
+
+def end_event(pipeline: str, run_id: str, flow: str, state: str, error: str | None) -> BatchEvent:
+    """The event of a flow's end in a run: ``completed``, ``stopped`` or ``failed`` (with its error)."""
+    now = datetime.now(UTC)
+    return BatchEvent(
+        pipeline=pipeline, run_id=run_id, flow=flow, query_id="", kind=state, batch_id=None,
+        start_time=now, end_time=now, input_rows=0, input_rows_per_second=0.0, processed_rows_per_second=0.0,
+        duration_ms=0, durations_ms="{}", sources="[]", delta_versions_behind=None,
+        kafka_offsets_behind=None, expectations=None, error=error,
+    )
+
+
+class EventLog:
+    """Appends events to ``<storage>/_event_log`` from a background thread.
+
+    Args:
+        storage: The pipeline's storage folder.
+        pipeline: The pipeline's name (a column, so several pipelines may share a log reader).
+        run_id: This run's id (default: a new one).
+
+    """
+
+    def __init__(self, storage: str, pipeline: str, run_id: str | None = None) -> None:
+        self.path = event_log_path(storage)
+        self.pipeline = pipeline
+        self.run_id = run_id or uuid.uuid4().hex
+        self._queue: queue.Queue[BatchEvent | None] = queue.Queue()
+        self._thread = threading.Thread(target=self._write_loop, name="deltaflow-event-log", daemon=True)
+        self._thread.start()
+        self.error: BaseException | None = None
+        self._seen: dict[str, int] = {}  # query id -> newest batch id logged
+        self._seen_changed = threading.Condition()
+
+    def add(self, event: BatchEvent) -> None:
+        """Queue ``event`` for the next append."""
+        self._queue.put(event)
+        if event.batch_id is not None:
+            with self._seen_changed:
+                self._seen[event.query_id] = max(event.batch_id, self._seen.get(event.query_id, -1))
+                self._seen_changed.notify_all()
+
+    def await_batches(self, last: Mapping[str, int], timeout: float = 10.0) -> bool:
+        """Wait until batch ``last[query id]`` of every query is logged; False on timeout.
+
+        Spark's listener bus delivers progress asynchronously, so the last batches of a run may reach the
+        listener after their queries stopped.
+        """
+        with self._seen_changed:
+            return self._seen_changed.wait_for(
+                lambda: all(self._seen.get(q, -1) >= b for q, b in last.items()), timeout)
+
+    def close(self) -> None:
+        """Write what is queued and stop the writer thread."""
+        self._queue.put(None)
+        self._thread.join(timeout=60)
+
+    def _write_loop(self) -> None:
+        done = False
+        while not done:
+            events: list[BatchEvent] = []
+            try:
+                item = self._queue.get(timeout=FLUSH_SECONDS)
+                while True:
+                    if item is None:
+                        done = True
+                        break
+                    events.append(item)
+                    item = self._queue.get_nowait()
+            except queue.Empty:
+                pass
+            if events:
+                self._append(events)
+
+    def _append(self, events: list[BatchEvent]) -> None:
+        import pyarrow as pa
+        from deltalake import write_deltalake
+
+        try:
+            rows = [asdict(e) for e in events]
+            for row in rows:
+                if row["kind"] == "batch":
+                    row["delta_versions_behind"] = delta_versions_behind(json.loads(row["sources"]))
+            table = pa.Table.from_pylist(rows, schema=_schema())
+            write_deltalake(self.path, table, mode="append")
+        except Exception as exc:  # the log must never stop a flow; the run reports it at the end
+            self.error = exc
+
+
+def event_log_listener(log: EventLog) -> Any:
+    """A Spark ``StreamingQueryListener`` sending every progress and termination to ``log``."""
+    from pyspark.sql.streaming.listener import StreamingQueryListener
+
+    class EventLogListener(StreamingQueryListener):
+        def __init__(self) -> None:
+            self.names: dict[str, str] = {}
+
+        def onQueryStarted(self, event: Any) -> None:
+            self.names[str(event.id)] = str(event.name or event.id)
+
+        def onQueryProgress(self, event: Any) -> None:
+            try:
+                log.add(batch_event(log.pipeline, log.run_id, json.loads(event.progress.json)))
+            except Exception as exc:  # never let logging break the listener bus
+                log.error = exc
+
+        def onQueryIdle(self, event: Any) -> None:
+            pass
+
+        def onQueryTerminated(self, event: Any) -> None:
+            pass  # the run logs how each flow ended (completed, stopped, failed), see PipelineRun
+
+    return EventLogListener()
