@@ -73,7 +73,10 @@ def pipeline_status(spec: Spec, now: datetime | None = None) -> list[FlowStatus]
     except TableNotFoundError:
         raise ConfigError(f"no event log in {spec.storage_path}: the pipeline has not run yet",
                           hint="run it with 'deltaflow run'") from None
-    rows = log.to_pyarrow_table(columns=_COLUMNS, filters=[("pipeline", "=", spec.name)]).to_pylist()
+    present = set(log.schema().to_arrow().names)  # a log written by an older deltaflow lacks newer columns
+    found = log.to_pyarrow_table(columns=[c for c in _COLUMNS if c in present],
+                                 filters=[("pipeline", "=", spec.name)]).to_pylist()
+    rows = [{c: row.get(c) for c in _COLUMNS} for row in found]
     by_flow: dict[str, list[dict[str, Any]]] = {}
     for row in sorted(rows, key=lambda r: r["end_time"]):
         by_flow.setdefault(row["flow"], []).append(row)

@@ -217,7 +217,7 @@ class EventLog:
                 if row["kind"] == "batch":
                     row["delta_versions_behind"] = delta_versions_behind(json.loads(row["sources"]))
             table = pa.Table.from_pylist(rows, schema=_schema())
-            write_deltalake(self.path, table, mode="append")
+            write_deltalake(self.path, table, mode="append", schema_mode="merge")  # logs of older versions
         except Exception as exc:  # the log must never stop a flow; the run reports it at the end
             self.error = exc
 

@@ -329,6 +329,9 @@ class PipelineRun:
             self.event_log.add(end_event(self.spec.name, self.event_log.run_id, outcome.flow, outcome.state,
                                          outcome.error))
         self.event_log.close()
+        if self.event_log.error is not None:
+            self.on_message(f"warning: the event log ({self.event_log.path}) missed events: "
+                            f"{first_line(self.event_log.error)}")
 
     def stop(self, grace_seconds: float = 120.0) -> None:
         """Stop every query once the batch it was writing when asked (if any) has committed.
