@@ -30,6 +30,17 @@ from deltaflow.errors import (
     SinkError,
     SourceError,
 )
+from deltaflow.expectations import (
+    expect,
+    expect_all,
+    expect_all_or_drop,
+    expect_all_or_fail,
+    expect_all_or_quarantine,
+    expect_or_drop,
+    expect_or_fail,
+    expect_or_quarantine,
+)
+from deltaflow.parsing import parse_json
 from deltaflow.sources.delta import read, read_changes, read_stream
 from deltaflow.sources.files import read_files
 from deltaflow.sources.kafka import read_kafka
@@ -50,9 +61,18 @@ __all__ = [
     "by_window",
     "create_auto_cdc_flow",
     "create_streaming_table",
+    "expect",
+    "expect_all",
+    "expect_all_or_drop",
+    "expect_all_or_fail",
+    "expect_all_or_quarantine",
+    "expect_or_drop",
+    "expect_or_fail",
+    "expect_or_quarantine",
     "foreach_batch_sink",
     "materialized_view",
     "parameter",
+    "parse_json",
     "read",
     "read_changes",
     "read_files",

@@ -162,9 +162,32 @@ class Resolver:
         if not hasattr(df, "isStreaming"):
             raise GraphError(f"flow '{flow.name}' returned {type(df).__name__}, not a DataFrame",
                              location=str(flow.location))
-        resolved.df = df
+        resolved.df = self._checked(flow, df)
         self.flows[flow.name] = resolved
         return resolved
+
+    def _checked(self, flow: Flow, df: DataFrame) -> DataFrame:
+        """``df`` with the flow's expectations applied (see :mod:`deltaflow.expectations`)."""
+        from deltaflow.expectations import FAILED, checked, expectations_of
+
+        rules = expectations_of(flow.func)
+        if not rules and FAILED not in df.columns:
+            return df
+        target = self.graph.datasets[flow.target]
+        if not df.isStreaming:
+            raise GraphError(f"flow '{flow.name}' has expectations but returns a batch DataFrame; "
+                             "expectations work on streaming tables for now", location=str(flow.location))
+        if target.kind != "table" and (FAILED in df.columns or any(r.action == "quarantine" for r in rules)):
+            raise GraphError(f"flow '{flow.name}' quarantines into {KIND_LABELS[target.kind]} "
+                             f"'{flow.target}'; quarantine works for streaming tables",
+                             location=str(flow.location))
+        try:
+            result = checked(df, flow.name, rules)
+            result.schema  # analyse now: a bad condition is an error at the definition  # noqa: B018
+        except Exception as exc:
+            raise GraphError(f"flow '{flow.name}': an expectation does not analyse: {first_line(exc)}",
+                             location=str(flow.location)) from exc
+        return result
 
     def _kind(self, dataset: Dataset, flows: list[ResolvedFlow]) -> DatasetKind:
         if dataset.kind == "materialized_view" and flows[0].streaming:
@@ -188,7 +211,11 @@ class Resolver:
             from deltaflow.sinks.cdc import target_schema
 
             return target_schema(flows[0].flow, flows[0].df.schema)
-        return flows[0].df.schema
+        from pyspark.sql.types import StructType
+
+        from deltaflow.expectations import INTERNAL_COLUMNS
+
+        return StructType([f for f in flows[0].df.schema.fields if f.name not in INTERNAL_COLUMNS])
 
     # -- reads ------------------------------------------------------------------------------------------
 

@@ -131,7 +131,9 @@ def batch_event(pipeline: str, run_id: str, progress: Mapping[str, Any]) -> Batc
         processed_rows_per_second=float(progress.get("processedRowsPerSecond") or 0.0),
         duration_ms=total, durations_ms=json.dumps(durations), sources=json.dumps(sources, default=str),
         delta_versions_behind=None,  # filled in by the writer thread (it reads the source tables' logs)
-        kafka_offsets_behind=_metric_sum(sources, "maxOffsetsBehindLatest"), expectations=None, error=None,
+        kafka_offsets_behind=_metric_sum(sources, "maxOffsetsBehindLatest"),
+        expectations=json.dumps(metrics) if (metrics := (progress.get("observedMetrics") or {}).get(
+            "deltaflow_expectations")) else None, error=None,
     )
 
 

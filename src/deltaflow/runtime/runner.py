@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Literal
 
 from deltaflow.context import PipelineContext
 from deltaflow.errors import ConfigError, FlowError
+from deltaflow.expectations import FAILED
 from deltaflow.graph import suggest
 from deltaflow.resolve import ReadMode, Resolver, first_line
 from deltaflow.runtime.checkpoints import checkpoint_path, clear_interrupted_writes, current_generation
@@ -32,6 +33,7 @@ from deltaflow.sinks.append import ensure_table, start_append
 from deltaflow.sinks.cdc import AutoCdcWriter, tombstone_retention
 from deltaflow.sinks.foreach_batch import start_foreach_batch
 from deltaflow.sinks.materialize import MaterializedView
+from deltaflow.sinks.quarantine import ensure_quarantine, quarantine_table, split_writer
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -277,6 +279,12 @@ class PipelineRun:
                                        trigger=trigger)
         if target.handler is not None:
             return start_foreach_batch(df, name=flow.name, handler=target.handler, checkpoint=checkpoint,
+                                       trigger=trigger)
+        if FAILED in df.columns:  # quarantine rules: the table and its quarantine, in one idempotent batch
+            quarantine = self.context.table_path(quarantine_table(flow.target))
+            ensure_quarantine(self.spark, quarantine)
+            handler = split_writer(flow.name, path, quarantine, target.partition_cols)
+            return start_foreach_batch(df, name=flow.name, handler=handler, checkpoint=checkpoint,
                                        trigger=trigger)
         return start_append(df, name=flow.name, path=path, trigger=trigger, checkpoint=checkpoint,
                             partition_cols=target.partition_cols)

@@ -1,0 +1,79 @@
+"""Quarantine: a streaming table's rows that failed an ``expect_or_quarantine`` rule, kept whole.
+
+A flow with quarantine rules writes each micro-batch twice, both in one idempotent batch (see
+:mod:`deltaflow.sinks.foreach_batch`): the rows that passed to the table, and the others to
+``<table>_quarantine`` with
+
+- ``record``: the raw record for rows ``dp.parse_json`` could not read (``record_bytes`` too when they were
+  not UTF-8), else the whole row as JSON, so nothing about it is lost;
+- ``failed_expectations``: the names of the rules it failed;
+- ``topic`` / ``partition`` / ``offset`` or ``source_file``: where it came from, when the row carries them;
+- ``flow``, ``batch_id`` and ``quarantined_at``.
+
+Example:
+    >>> quarantine_table("bronze_clicks")
+    'bronze_clicks_quarantine'
+
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from deltaflow.expectations import FAILED, INTERNAL_COLUMNS, RAW, RAW_BYTES
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from deltaflow.graph import BatchHandler
+
+QUARANTINE_SCHEMA = (
+    "flow STRING, batch_id BIGINT, quarantined_at TIMESTAMP, failed_expectations ARRAY<STRING>, "
+    "record STRING, record_bytes BINARY, topic STRING, partition INT, offset BIGINT, source_file STRING"
+)
+_POSITION = {"topic": "string", "partition": "int", "offset": "bigint", "source_file": "string"}
+
+
+def quarantine_table(table: str) -> str:
+    """The name of ``table``'s quarantine table."""
+    return f"{table}_quarantine"
+
+
+def ensure_quarantine(spark: SparkSession, path: str) -> None:
+    """Create the quarantine table at ``path`` unless it exists."""
+    from delta.tables import DeltaTable
+
+    schema = spark.createDataFrame([], QUARANTINE_SCHEMA).schema
+    DeltaTable.createIfNotExists(spark).location(path).addColumns(schema).execute()
+
+
+def split_writer(flow: str, path: str, quarantine: str, partition_cols: tuple[str, ...] = ()) -> BatchHandler:
+    """A batch handler appending passing rows to ``path`` and failing ones to ``quarantine``."""
+    from pyspark.sql import functions as F
+
+    def write(batch: DataFrame, batch_id: int) -> None:
+        batch = batch.persist()
+        try:
+            passed = batch.where(F.size(FAILED) == 0).drop(*INTERNAL_COLUMNS)
+            writer = passed.write.format("delta").mode("append")
+            if partition_cols:
+                writer = writer.partitionBy(*partition_cols)
+            writer.save(path)
+            failed = batch.where(F.size(FAILED) > 0)
+            if failed.isEmpty():
+                return
+            columns = [c for c in batch.columns if c not in INTERNAL_COLUMNS]
+            position = [(F.col(c) if c in columns else F.lit(None)).cast(kind).alias(c)
+                        for c, kind in _POSITION.items()]
+            whole = F.to_json(F.struct(*columns))
+            record = F.coalesce(F.col(RAW), whole) if RAW in batch.columns else whole
+            raw_bytes = F.col(RAW_BYTES) if RAW_BYTES in batch.columns else F.lit(None).cast("binary")
+            (failed.select(F.lit(flow).alias("flow"), F.lit(batch_id).cast("bigint").alias("batch_id"),
+                           F.current_timestamp().alias("quarantined_at"),
+                           F.col(FAILED).alias("failed_expectations"), record.alias("record"),
+                           raw_bytes.alias("record_bytes"), *position)
+             .write.format("delta").mode("append").save(quarantine))
+        finally:
+            batch.unpersist()
+
+    return write

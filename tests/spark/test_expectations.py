@@ -1,0 +1,122 @@
+"""Expectations: warn, drop, quarantine and fail rules on a streaming table; counts in the event log."""
+
+from __future__ import annotations
+
+import json
+import threading
+from typing import Any
+
+import pytest
+from deltalake import DeltaTable
+
+from deltaflow.errors import FlowError
+from deltaflow.loader import load_graph
+from deltaflow.runtime.runner import PipelineRun
+from deltaflow.runtime.triggers import Trigger
+from deltaflow.spec import load_spec
+from helpers import Project
+
+pytestmark = pytest.mark.spark
+
+RULES = """
+import deltaflow as dp
+
+@dp.table
+def bronze():
+    return dp.read_files("landing", schema="id STRING, amount DOUBLE, kind STRING")
+
+@dp.expect("has_kind", "kind IS NOT NULL")
+@dp.expect_or_drop("positive", "amount > 0")
+@dp.table
+@dp.expect_or_quarantine("has_id", "id IS NOT NULL")
+@dp.expect_all_or_quarantine({"known_kind": "kind IN ('a', 'b') OR kind IS NULL"})
+def silver():
+    return spark.readStream.table("bronze").drop("_corrupt_record", "ingested_at")
+"""
+
+
+def drop(project: Project, name: str, records: list[dict[str, Any]]) -> None:
+    folder = project.root / "landing"
+    folder.mkdir(exist_ok=True)
+    (folder / f".{name}").write_text("".join(json.dumps(r) + "\n" for r in records))
+    (folder / f".{name}").rename(folder / name)
+
+
+def run(spark, project: Project) -> None:  # type: ignore[no-untyped-def]
+    spec = load_spec(project.spec_path)
+    PipelineRun(spec, load_graph(spec), spark, Trigger("available_now")).run(threading.Event())
+
+
+def table(project: Project, name: str) -> list[dict[str, Any]]:
+    return DeltaTable(project.table(name)).to_pyarrow_table().to_pylist()
+
+
+def test_rules_keep_drop_and_quarantine_rows_and_every_row_is_accounted_for(spark, make_project) -> None:  # type: ignore[no-untyped-def]
+    project = make_project(RULES)
+    records = [
+        {"id": "ok1", "amount": 5.0, "kind": "a"},
+        {"id": "ok2", "amount": 1.0, "kind": None},         # warned (has_kind), kept
+        {"id": "neg", "amount": -1.0, "kind": "b"},         # dropped (positive)
+        {"id": None, "amount": 2.0, "kind": "a"},           # quarantined (has_id)
+        {"id": "odd", "amount": 3.0, "kind": "zzz"},        # quarantined (known_kind)
+        {"id": None, "amount": -4.0, "kind": "zzz"},        # both quarantine rules, and drop: quarantine wins
+    ]
+    drop(project, "1.json", records)
+    run(spark, project)
+
+    assert sorted(r["id"] for r in table(project, "silver")) == ["ok1", "ok2"]
+    quarantine = {json.loads(r["record"])["amount"]: r for r in table(project, "silver_quarantine")}
+    assert sorted(quarantine) == [-4.0, 2.0, 3.0]
+    assert quarantine[2.0]["failed_expectations"] == ["has_id"]
+    assert quarantine[3.0]["failed_expectations"] == ["known_kind"]
+    assert sorted(quarantine[-4.0]["failed_expectations"]) == ["has_id", "known_kind"]
+    for row in quarantine.values():
+        assert row["flow"] == "silver" and row["batch_id"] == 0 and row["quarantined_at"] is not None
+        assert row["source_file"].endswith("1.json")
+        assert json.loads(row["record"])["source_file"] == row["source_file"]
+
+    log = DeltaTable(str(project.storage / "_event_log")).to_pyarrow_table().to_pylist()
+    counts = [json.loads(e["expectations"]) for e in log if e["flow"] == "silver" and e["expectations"]]
+    assert len(counts) == 1
+    (batch,) = counts
+    assert batch["_rows"] == 6 and batch["_dropped"] == 1 and batch["_quarantined"] == 3
+    assert batch["_rows"] == 2 + batch["_dropped"] + batch["_quarantined"]  # in = out + dropped + quarantined
+    assert (batch["has_kind"], batch["positive"], batch["has_id"], batch["known_kind"]) == (1, 2, 2, 2)
+
+
+FAIL = """
+import deltaflow as dp
+
+@dp.table
+def bronze():
+    return dp.read_files("landing", schema="id STRING, amount DOUBLE")
+
+@dp.table
+@dp.expect_or_fail("has_id", "id IS NOT NULL")
+@dp.expect_or_drop("positive", "amount > 0")
+def silver():
+    return spark.readStream.table("bronze")
+"""
+
+
+def test_a_failing_rule_stops_its_flow_writing_nothing_of_the_batch(spark, make_project) -> None:  # type: ignore[no-untyped-def]
+    project = make_project(FAIL)
+    drop(project, "1.json", [{"id": "a", "amount": 1.0}, {"id": None, "amount": -1.0}])
+    with pytest.raises(FlowError, match=r"'silver'.*expectation 'has_id' \(id IS NOT NULL\) failed in flow "
+                       "'silver'"):
+        run(spark, project)
+    assert table(project, "silver") == []
+    assert len(table(project, "bronze")) == 2  # the other flow completed
+
+
+def test_a_bad_condition_is_a_dry_run_error_at_the_definition(spark, make_project) -> None:  # type: ignore[no-untyped-def]
+    from deltaflow.context import PipelineContext
+    from deltaflow.errors import GraphError
+    from deltaflow.resolve import Resolver
+
+    project = make_project(FAIL.replace("amount > 0", "amout > 0"))
+    (project.root / "landing").mkdir()
+    spec = load_spec(project.spec_path)
+    with pytest.raises(GraphError, match=r"defs\.py:\d+: flow 'silver': an expectation does not analyse: "
+                       r".*amout"):
+        Resolver(load_graph(spec), PipelineContext(spark=spark, spec=spec), analyze_only=True).resolve()
