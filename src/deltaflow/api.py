@@ -105,7 +105,7 @@ def _decorator(what: str, func: G | None, register: Callable[[G], None]) -> G | 
 def _register_dataset(
     what: str, kind: DatasetKind, f: Callable[[], DataFrame], name: str | None, comment: str | None,
     partition_cols: list[str] | None = None, table_properties: Mapping[str, str] | None = None,
-    refresh: WindowRefresh | None = None,
+    refresh: WindowRefresh | None = None, merge_schema: bool = False,
 ) -> None:
     graph = _registry(what)
     where = _location(f)
@@ -113,7 +113,7 @@ def _register_dataset(
     graph.add_dataset(Dataset(
         name=dataset_name, kind=kind, location=where, comment=comment,
         partition_cols=tuple(partition_cols or ()), table_properties=dict(table_properties or {}),
-        refresh=refresh,
+        refresh=refresh, merge_schema=merge_schema,
     ))
     graph.add_flow(Flow(name=dataset_name, target=dataset_name, func=f, location=where))
 
@@ -125,13 +125,14 @@ def table(func: F) -> F: ...
 @overload
 def table(
     *, name: str | None = None, comment: str | None = None, partition_cols: list[str] | None = None,
-    table_properties: Mapping[str, str] | None = None,
+    table_properties: Mapping[str, str] | None = None, merge_schema: bool = False,
 ) -> Callable[[F], F]: ...
 
 
 def table(
     func: F | None = None, *, name: str | None = None, comment: str | None = None,
     partition_cols: list[str] | None = None, table_properties: Mapping[str, str] | None = None,
+    merge_schema: bool = False,
 ) -> F | Callable[[F], F]:
     """Declare a streaming table fed by the streaming DataFrame that ``func`` returns.
 
@@ -145,6 +146,8 @@ def table(
         comment: A description, kept with the table.
         partition_cols: Columns to partition the Delta table by.
         table_properties: Delta table properties (``delta.enableChangeDataFeed`` ...).
+        merge_schema: Take new columns of the query into the table (Delta's ``mergeSchema``); without it
+            a new column stops the flow with an error naming it.
 
     Example:
         >>> import deltaflow as dp
@@ -154,7 +157,7 @@ def table(
 
     """
     return _decorator("@dp.table", func, lambda f: _register_dataset(
-        "@dp.table", "table", f, name, comment, partition_cols, table_properties))
+        "@dp.table", "table", f, name, comment, partition_cols, table_properties, merge_schema=merge_schema))
 
 
 @overload
@@ -263,6 +266,7 @@ def append_flow(
 def create_streaming_table(
     name: str, *, comment: str | None = None, schema: StructType | str | None = None,
     partition_cols: list[str] | None = None, table_properties: Mapping[str, str] | None = None,
+    merge_schema: bool = False,
 ) -> None:
     """Declare a streaming table that ``@dp.append_flow`` flows write into.
 
@@ -272,6 +276,7 @@ def create_streaming_table(
         schema: The table's schema (a ``StructType`` or DDL string); default: the first flow's.
         partition_cols: Columns to partition the Delta table by.
         table_properties: Delta table properties.
+        merge_schema: Take new columns of its flows into the table (see :func:`table`).
 
     Example:
         >>> dp.create_streaming_table("all_clicks", partition_cols=["event_date"])  # doctest: +SKIP
@@ -281,6 +286,7 @@ def create_streaming_table(
     graph.add_dataset(Dataset(
         name=name, kind="table", location=_caller_location(), comment=comment, schema=schema,
         partition_cols=tuple(partition_cols or ()), table_properties=dict(table_properties or {}),
+        merge_schema=merge_schema,
     ))
 
 

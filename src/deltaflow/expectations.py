@@ -31,6 +31,7 @@ from deltaflow.errors import GraphError
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
+    from pyspark.sql.types import StructType
 
 Action = Literal["warn", "drop", "quarantine", "fail"]
 F = TypeVar("F", bound=Callable[..., Any])
@@ -127,6 +128,13 @@ def expect_all_or_fail(rules: Mapping[str, str]) -> Callable[[F], F]:
 def expect_all_or_quarantine(rules: Mapping[str, str]) -> Callable[[F], F]:
     """:func:`expect_or_quarantine` for each ``name: condition`` of ``rules``."""
     return _stack("quarantine", rules)
+
+
+def table_schema(df: DataFrame) -> StructType:
+    """The schema of the rows ``df`` writes to its table: without the columns only quarantine uses."""
+    from pyspark.sql.types import StructType
+
+    return StructType([f for f in df.schema.fields if f.name not in INTERNAL_COLUMNS])
 
 
 def checked(df: DataFrame, flow: str, expectations: tuple[Expectation, ...]) -> DataFrame:

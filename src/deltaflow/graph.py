@@ -78,6 +78,7 @@ class Dataset:
     schema: StructType | str | None = None
     refresh: WindowRefresh | None = None
     handler: BatchHandler | None = None
+    merge_schema: bool = False
 
     @property
     def stored(self) -> bool:

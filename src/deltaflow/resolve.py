@@ -211,11 +211,9 @@ class Resolver:
             from deltaflow.sinks.cdc import target_schema
 
             return target_schema(flows[0].flow, flows[0].df.schema)
-        from pyspark.sql.types import StructType
+        from deltaflow.expectations import table_schema
 
-        from deltaflow.expectations import INTERNAL_COLUMNS
-
-        return StructType([f for f in flows[0].df.schema.fields if f.name not in INTERNAL_COLUMNS])
+        return table_schema(flows[0].df)
 
     # -- reads ------------------------------------------------------------------------------------------
 

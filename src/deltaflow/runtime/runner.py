@@ -22,14 +22,14 @@ from typing import TYPE_CHECKING, Literal
 
 from deltaflow.context import PipelineContext
 from deltaflow.errors import ConfigError, FlowError
-from deltaflow.expectations import FAILED
+from deltaflow.expectations import FAILED, table_schema
 from deltaflow.graph import suggest
 from deltaflow.resolve import ReadMode, Resolver, first_line
 from deltaflow.runtime.checkpoints import checkpoint_path, clear_interrupted_writes, current_generation
 from deltaflow.runtime.event_log import EventLog, end_event, event_log_listener
 from deltaflow.runtime.refresh import FullRefresh
 from deltaflow.runtime.triggers import Trigger
-from deltaflow.sinks.append import ensure_table, start_append
+from deltaflow.sinks.append import check_schema, ensure_table, start_append
 from deltaflow.sinks.cdc import AutoCdcWriter, tombstone_retention
 from deltaflow.sinks.foreach_batch import start_foreach_batch
 from deltaflow.sinks.materialize import MaterializedView
@@ -280,14 +280,16 @@ class PipelineRun:
         if target.handler is not None:
             return start_foreach_batch(df, name=flow.name, handler=target.handler, checkpoint=checkpoint,
                                        trigger=trigger)
+        check_schema(self.spark, flow, target, path, table_schema(df),
+                     sole_writer=len(self.graph.flows_into(flow.target)) == 1)
         if FAILED in df.columns:  # quarantine rules: the table and its quarantine, in one idempotent batch
             quarantine = self.context.table_path(quarantine_table(flow.target))
             ensure_quarantine(self.spark, quarantine)
-            handler = split_writer(flow.name, path, quarantine, target.partition_cols)
+            handler = split_writer(flow.name, path, quarantine, target.partition_cols, target.merge_schema)
             return start_foreach_batch(df, name=flow.name, handler=handler, checkpoint=checkpoint,
                                        trigger=trigger)
         return start_append(df, name=flow.name, path=path, trigger=trigger, checkpoint=checkpoint,
-                            partition_cols=target.partition_cols)
+                            partition_cols=target.partition_cols, merge_schema=target.merge_schema)
 
     def _view(self, dataset: str) -> MaterializedView:
         if dataset not in self.views:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
+from deltaflow.errors import SinkError
 from deltaflow.runtime.triggers import Trigger
 
 if TYPE_CHECKING:
@@ -18,7 +19,7 @@ if TYPE_CHECKING:
     from pyspark.sql.streaming.query import StreamingQuery
     from pyspark.sql.types import StructType
 
-    from deltaflow.graph import Dataset
+    from deltaflow.graph import Dataset, Flow
 
 
 def ensure_table(spark: SparkSession, dataset: Dataset, path: str, schema: StructType,
@@ -36,13 +37,53 @@ def ensure_table(spark: SparkSession, dataset: Dataset, path: str, schema: Struc
     builder.execute()
 
 
+def check_schema(spark: SparkSession, flow: Flow, dataset: Dataset, path: str, schema: StructType,
+                 sole_writer: bool = True) -> None:
+    """Check that rows of ``schema`` fit the table at ``path`` before the flow writes any.
+
+    An added column is taken only with ``merge_schema``. A column the table has but the flow no longer
+    writes (dropped or renamed), or a column whose type changed, stops the flow: writing on would put
+    nulls or other values where the table's readers expect the old column.
+
+    Raises:
+        SinkError: Naming the column(s) and the way out.
+
+    """
+    from delta.tables import DeltaTable
+
+    table = DeltaTable.forPath(spark, path).toDF().schema
+    added = [f"'{f.name}' ({f.dataType.simpleString()})" for f in schema.fields if f.name not in table.names]
+    gone = [f"'{name}'" for name in table.names if name not in schema.names]
+    if gone and sole_writer and dataset.schema is None:
+        new = f", and writes new column(s) {', '.join(added)}: a rename?" if added else ""
+        raise SinkError(f"flow '{flow.name}' no longer writes column(s) {', '.join(gone)} of table "
+                        f"'{dataset.name}'{new}", location=str(flow.location),
+                        hint=f"a dropped or renamed column needs a rebuild: deltaflow run --full-refresh "
+                        f"{dataset.name}")
+    if added and not dataset.merge_schema:
+        raise SinkError(f"flow '{flow.name}' writes new column(s) {', '.join(added)} that table "
+                        f"'{dataset.name}' does not have", location=str(flow.location),
+                        hint=f"declare '{dataset.name}' with merge_schema=True to add them, or leave them "
+                        "out of the query")
+    for field in schema.fields:
+        if field.name in table.names:
+            before, now = table[field.name].dataType.simpleString(), field.dataType.simpleString()
+            if before != now:
+                raise SinkError(f"flow '{flow.name}' writes column '{field.name}' as {now}, but table "
+                                f"'{dataset.name}' holds it as {before}", location=str(flow.location),
+                                hint="a type change needs a rebuild: deltaflow run --full-refresh "
+                                f"{dataset.name}")
+
+
 def start_append(
     df: DataFrame, *, name: str, path: str, checkpoint: str, trigger: Trigger,
-    partition_cols: tuple[str, ...] = (),
+    partition_cols: tuple[str, ...] = (), merge_schema: bool = False,
 ) -> StreamingQuery:
     """Start the streaming query that appends ``df`` to the Delta table at ``path``."""
     writer = (df.writeStream.format("delta").outputMode("append").queryName(name)
               .option("checkpointLocation", checkpoint))
+    if merge_schema:
+        writer = writer.option("mergeSchema", "true")
     if partition_cols:
         writer = writer.partitionBy(*partition_cols)
     return trigger.apply(writer).start(path)

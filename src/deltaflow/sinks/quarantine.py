@@ -47,7 +47,8 @@ def ensure_quarantine(spark: SparkSession, path: str) -> None:
     DeltaTable.createIfNotExists(spark).location(path).addColumns(schema).execute()
 
 
-def split_writer(flow: str, path: str, quarantine: str, partition_cols: tuple[str, ...] = ()) -> BatchHandler:
+def split_writer(flow: str, path: str, quarantine: str, partition_cols: tuple[str, ...] = (),
+                 merge_schema: bool = False) -> BatchHandler:
     """A batch handler appending passing rows to ``path`` and failing ones to ``quarantine``."""
     from pyspark.sql import functions as F
 
@@ -55,7 +56,7 @@ def split_writer(flow: str, path: str, quarantine: str, partition_cols: tuple[st
         batch = batch.persist()
         try:
             passed = batch.where(F.size(FAILED) == 0).drop(*INTERNAL_COLUMNS)
-            writer = passed.write.format("delta").mode("append")
+            writer = passed.write.format("delta").mode("append").option("mergeSchema", str(merge_schema))
             if partition_cols:
                 writer = writer.partitionBy(*partition_cols)
             writer.save(path)
