@@ -6,6 +6,7 @@
     deltaflow run [--available-now | --continuous | --once] [--refresh a,b] [--full-refresh a]
     deltaflow changes TABLE [--from V] [--to V] [--json]    a table's Change Data Feed, without Spark
     deltaflow status [--json]        each flow's state, last batch, rates and backlog, without Spark
+    deltaflow quarantine TABLE [--json]    quarantined rows by reason, with samples, without Spark
     deltaflow demo [--example clickstream|orders|fraud|customers_cdc] [--seconds 60] [--rate 1000]
     deltaflow kafka start|stop|status [--port 19092]
 
@@ -221,6 +222,43 @@ def status(
         view.add_row(flow.flow, flow.state, batch, *rates,
                      _backlog(flow.delta_versions_behind, flow.kafka_offsets_behind), note)
     out.print(view)
+
+
+def _position(row: dict[str, object]) -> str:
+    if row.get("topic") is not None:
+        return f"{row['topic']}/{row['partition']}@{row['offset']}"
+    return str(row.get("source_file") or "-")
+
+
+@app.command()
+def quarantine(
+    table: Annotated[str, typer.Argument(help="A streaming table with quarantine rules or dp.parse_json.")],
+    sample: Annotated[int, typer.Option(help="Sample rows shown per reason.")] = 3,
+    as_json: Annotated[bool, typer.Option("--json", help="Counts and samples as one JSON object.")] = False,
+    spec: SpecOption = None,
+) -> None:
+    """Show a table's quarantined rows: counts by reason, and sample rows with their source position."""
+    from rich.table import Table
+
+    from deltaflow.ops.changes import json_line
+    from deltaflow.ops.quarantine import quarantine_report
+    from deltaflow.spec import load_spec
+
+    report = quarantine_report(load_spec(spec), table, sample)
+    if as_json:
+        out.print(json_line({"table": report.table, "rows": report.rows, "reasons": report.reasons,
+                             "samples": report.samples}), markup=False, soft_wrap=True, highlight=False)
+        return
+    counts = Table("reason", "rows", title=f"{table}_quarantine: {report.rows:,} row(s)",
+                   title_justify="left")
+    for reason, count in report.reasons.items():
+        counts.add_row(reason, f"{count:,}")
+    out.print(counts)
+    samples = Table("reason", "source", "batch", "record", title="samples", title_justify="left")
+    for reason, rows in report.samples.items():
+        for row in rows:
+            samples.add_row(reason, _position(row), str(row["batch_id"]), str(row["record"])[:120])
+    out.print(samples)
 
 
 @app.command()

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import random
+import subprocess
+import sys
 import threading
 import uuid
 from collections import Counter
@@ -20,7 +22,7 @@ from deltaflow.loader import load_graph
 from deltaflow.runtime.runner import PipelineRun
 from deltaflow.runtime.triggers import Trigger
 from deltaflow.spec import load_spec
-from helpers import Project
+from helpers import Project, cli_env
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.slow]
 
@@ -108,6 +110,16 @@ def test_malformed_events_are_quarantined_with_their_reason_and_good_ones_kept_e
     assert all(q["record"] for q in quarantine)  # the raw text, never a null
     not_utf8 = [q for q in quarantine if "not_utf8" in q["failed_expectations"]]
     assert len(not_utf8) == bad["not_utf8"] and all(b"\xff\xfe" in q["record_bytes"] for q in not_utf8)
+
+    # `deltaflow quarantine` (no JVM) counts the same rows by reason, with samples and their positions.
+    shown = subprocess.run([sys.executable, "-m", "deltaflow", "quarantine", "silver_events", "--json",
+                            "--spec", str(project.spec_path)], capture_output=True, text=True, env=cli_env(),
+                           timeout=60)
+    assert shown.returncode == 0, shown.stderr
+    report = json.loads(shown.stdout)
+    assert report["rows"] == len(quarantine)
+    assert report["reasons"] == dict(Counter(r for q in quarantine for r in q["failed_expectations"]))
+    assert all(s["topic"] == topic for samples in report["samples"].values() for s in samples)
 
     log = DeltaTable(str(project.storage / "_event_log")).to_pyarrow_table().to_pylist()
     counts = [json.loads(e["expectations"]) for e in log

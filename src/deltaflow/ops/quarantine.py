@@ -1,0 +1,63 @@
+"""``deltaflow quarantine TABLE``: what a table's quarantine holds, by reason, read without Spark.
+
+Example:
+    >>> report = quarantine_report(load_spec(), "silver_events")  # doctest: +SKIP
+    >>> report.reasons
+    {'malformed_json': 120, 'missing_field:user_id': 31}
+
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from deltaflow.errors import ConfigError
+from deltaflow.graph import suggest
+from deltaflow.sinks.quarantine import quarantine_table
+
+if TYPE_CHECKING:
+    from deltaflow.spec import Spec
+
+_COLUMNS = ["flow", "batch_id", "quarantined_at", "failed_expectations", "record", "topic", "partition",
+            "offset", "source_file"]
+
+
+@dataclass(frozen=True)
+class QuarantineReport:
+    """A quarantine table's rows counted by reason, with a few samples of each."""
+
+    table: str
+    rows: int
+    reasons: dict[str, int]
+    samples: dict[str, list[dict[str, Any]]]
+
+
+def quarantine_report(spec: Spec, table: str, samples: int = 3) -> QuarantineReport:
+    """Count ``table``'s quarantined rows by reason (a row failing two rules counts under both).
+
+    Raises:
+        ConfigError: ``table`` has no quarantine (it has no quarantine rules, or never quarantined a row).
+
+    """
+    from deltalake import DeltaTable
+    from deltalake.exceptions import TableNotFoundError
+
+    try:
+        delta = DeltaTable(spec.table_path(quarantine_table(table)))
+    except TableNotFoundError:
+        tables = Path(spec.storage_path, "tables")
+        known = sorted(p.name.removesuffix("_quarantine") for p in tables.glob("*_quarantine"))
+        raise ConfigError(f"table '{table}' has no quarantine{suggest(table, known)}",
+                          hint="tables with one: " + (", ".join(known) or "none")) from None
+    rows = delta.to_pyarrow_table(columns=_COLUMNS).to_pylist()
+    reasons: Counter[str] = Counter()
+    examples: dict[str, list[dict[str, Any]]] = {}
+    for row in sorted(rows, key=lambda r: r["quarantined_at"], reverse=True):
+        for reason in row["failed_expectations"] or ["(none)"]:
+            reasons[reason] += 1
+            if len(examples.setdefault(reason, [])) < samples:
+                examples[reason].append(row)
+    return QuarantineReport(table, len(rows), dict(reasons.most_common()), examples)
