@@ -311,6 +311,11 @@ class Resolver:
             finally:
                 self._restrict = None
 
+    def rebuild_flow(self, name: str) -> ResolvedFlow:
+        """Build flow ``name`` again, over the tables as they are now, and keep the result."""
+        with self._lock, activate(self.context), self._active():
+            return self._build(self.graph.flows[name])
+
     def _call(self, flow: Flow) -> DataFrame:
         self._building.append(ResolvedFlow(flow, df=None))  # type: ignore[arg-type]
         try:
@@ -452,6 +457,8 @@ def first_line(exc: BaseException) -> str:
         'bad value'
 
     """
+    if isinstance(exc, DeltaflowError):  # ours: already one line, with its location and hint
+        return str(exc).splitlines()[0]
     while getattr(exc, "_cause", None) is not None:  # pyspark's CapturedException chain
         exc = exc._cause  # type: ignore[attr-defined]
     text = str(getattr(exc, "desc", None) or exc).strip()

@@ -256,6 +256,9 @@ class PipelineRun:
                     self.finished[flow.name] = FlowOutcome(flow.name, str(flow.location), "completed")
                     return
             else:
+                # Built again now: the tables it reads may have gained columns since the graph was resolved
+                # (an upstream flow of this run evolved them), and a stream keeps the schema it was built on.
+                self.resolver.rebuild_flow(flow.name)
                 query = self._start_flow(flow, path=self.context.table_path(flow.target),
                                          trigger=self.trigger_of(flow.name))
         except Exception as exc:
