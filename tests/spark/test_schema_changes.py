@@ -99,3 +99,56 @@ def test_added_column_evolves_opted_in_tables_a_rename_stops_its_flow(spark, mak
     # The recovery the error names: a full refresh of silver.
     assert run(spark, project, RunPlan(full_refresh=frozenset({"silver"})))["silver"].state == "completed"
     assert [(r["id"], r["total"]) for r in rows(project, "silver")] == [("a", 1.0), ("b", 2.0), ("c", 3.0)]
+
+
+CONTINUOUS = """
+import deltaflow as dp
+
+@dp.table(merge_schema=True)
+def evolving():
+    return spark.readStream.format("delta").load({external!r})
+
+@dp.table
+def strict():
+    return spark.readStream.format("delta").load({external!r})
+"""
+
+
+def test_a_column_added_upstream_during_a_continuous_run(spark, make_project, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    external = str(tmp_path / "external")
+    spark.createDataFrame([("a", 1)], "id STRING, n INT").write.format("delta").save(external)
+    project = make_project(CONTINUOUS.format(external=external))
+    spec = load_spec(project.spec_path)
+    messages: list[str] = []
+    pipeline = PipelineRun(spec, load_graph(spec), spark, Trigger("continuous", "1 second"),
+                           on_message=messages.append)
+    pipeline.start()
+    stop = threading.Event()
+    outcomes: dict[str, FlowOutcome] = {}
+    watcher = threading.Thread(target=lambda: outcomes.update({o.flow: o for o in pipeline.wait(stop)}))
+    watcher.start()
+    try:
+        wait_until(lambda: all(len(rows(project, t)) == 1 for t in ("evolving", "strict")), "the first rows")
+        spark.createDataFrame([("b", 2, "new")], "id STRING, n INT, extra STRING").write.format("delta") \
+            .mode("append").option("mergeSchema", "true").save(external)
+        wait_until(lambda: [r.get("extra") for r in rows(project, "evolving")] == [None, "new"],
+                   "the new column in 'evolving'")
+        wait_until(lambda: "strict" in pipeline.finished, "'strict' to stop")
+    finally:
+        stop.set()
+        watcher.join(timeout=180)
+    assert outcomes["evolving"].state == "stopped"  # still running when asked to stop
+    assert outcomes["strict"].state == "failed"
+    error = str(outcomes["strict"].error)
+    assert "writes new column(s) 'extra' (string) that table 'strict' does not have" in error
+    assert [r["id"] for r in rows(project, "strict")] == ["a"]
+    assert any("evolving: a table it reads changed schema" in m for m in messages)
+
+
+def wait_until(condition, what: str, timeout: float = 120.0) -> None:  # type: ignore[no-untyped-def]
+    import time
+
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.2)

@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from deltaflow.spec import Spec
 
 POLL_SECONDS = 0.2
+MAX_SCHEMA_RESTARTS = 10  # per flow and run: a schema that keeps changing is not a restart loop
 
 
 @dataclass(frozen=True)
@@ -138,6 +139,7 @@ class PipelineRun:
         self.pending: list[str] = []
         self.finished: dict[str, FlowOutcome] = {}
         self._reported: dict[str, int] = {}
+        self._schema_restarts: dict[str, int] = {}
         self.event_log = EventLog(spec.storage_path, spec.name)
         self._listener = event_log_listener(self.event_log)
 
@@ -322,9 +324,12 @@ class PipelineRun:
 
     def wait(self, stop: threading.Event, grace_seconds: float = 120.0) -> list[FlowOutcome]:
         """Watch the flows until all have ended or ``stop`` is set, then stop them between batches."""
-        while self.pending or any(q.isActive for q in self.queries.values()):
+        while True:
             self.poll_progress()
+            self._restart_after_schema_changes(stop)
             self._start_ready(stop)
+            if not (self.pending or any(q.isActive for q in self.queries.values())):
+                break
             if stop.wait(POLL_SECONDS):
                 self.stop(grace_seconds)
                 break
@@ -332,6 +337,23 @@ class PipelineRun:
         outcomes = self.outcomes(stopped=stop.is_set())
         self._close_event_log(outcomes)
         return outcomes
+
+    def _restart_after_schema_changes(self, stop: threading.Event) -> None:
+        """Restart each flow Delta stopped because a table it streams changed schema, built on the new one.
+
+        Delta's source stops a stream at a schema change and asks for a restart. The restarted flow then
+        meets the schema checks of its own table: a new column is taken with ``merge_schema``, anything else
+        stops the flow with a named error.
+        """
+        for name, query in list(self.queries.items()):
+            if stop.is_set() or query.isActive or self._schema_restarts.get(name, 0) >= MAX_SCHEMA_RESTARTS:
+                continue
+            error = query.exception()
+            if error is not None and "DELTA_SCHEMA_CHANGED" in str(error):
+                self._schema_restarts[name] = self._schema_restarts.get(name, 0) + 1
+                self.on_message(f"{name}: a table it reads changed schema; restarting it on the new one")
+                del self.queries[name]
+                self._start(self.graph.flows[name])
 
     def _close_event_log(self, outcomes: list[FlowOutcome]) -> None:
         """Log how each flow ended, once the listener has logged every batch of the run."""
