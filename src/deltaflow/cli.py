@@ -234,6 +234,11 @@ def _position(row: dict[str, object]) -> str:
 def quarantine(
     table: Annotated[str, typer.Argument(help="A streaming table with quarantine rules or dp.parse_json.")],
     sample: Annotated[int, typer.Option(help="Sample rows shown per reason.")] = 3,
+    replay: Annotated[bool, typer.Option("--replay", help="Re-feed the quarantined rows through the flow's "
+                                         "current definition, once the schema or rule is fixed.")] = False,
+    where: Annotated[str | None, typer.Option(help="With --replay: only the quarantined rows matching this "
+                                              "SQL condition, e.g. \"array_contains(failed_expectations, "
+                                              "'small')\".")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Counts and samples as one JSON object.")] = False,
     spec: SpecOption = None,
 ) -> None:
@@ -244,6 +249,9 @@ def quarantine(
     from deltaflow.ops.quarantine import quarantine_report
     from deltaflow.spec import load_spec
 
+    if replay:
+        _replay(spec, table, where)
+        return
     report = quarantine_report(load_spec(spec), table, sample)
     if as_json:
         out.print(json_line({"table": report.table, "rows": report.rows, "reasons": report.reasons,
@@ -259,6 +267,23 @@ def quarantine(
         for row in rows:
             samples.add_row(reason, _position(row), str(row["batch_id"]), str(row["record"])[:120])
     out.print(samples)
+
+
+def _replay(spec: Path | None, table: str, where: str | None) -> None:
+    from deltaflow.context import PipelineContext
+    from deltaflow.loader import load_graph
+    from deltaflow.ops.replay import replay_quarantine
+    from deltaflow.resolve import Resolver
+    from deltaflow.runtime.session import build_session
+    from deltaflow.spec import load_spec
+
+    pipeline = load_spec(spec)
+    graph = load_graph(pipeline, start_spark=lambda: build_session(pipeline))
+    resolver = Resolver(graph, PipelineContext(spark=build_session(pipeline), spec=pipeline)).resolve()
+    result = replay_quarantine(resolver, table, where)
+    finished = "finished the interrupted replay: " if result.resumed else ""
+    out.print(f"{table}: {finished}{result.replayed:,} quarantined row(s) re-fed, {result.passed:,} passed "
+              f"into the table, {result.replayed - result.passed:,} quarantined again", markup=False)
 
 
 @app.command()

@@ -109,6 +109,7 @@ class Resolver:
         self._resolving: list[str] = []
         self._building: list[ResolvedFlow] = []
         self._restrict: Mapping[str, Column] | None = None
+        self._stand_ins: Mapping[str, DataFrame] | None = None
         self._lock = threading.RLock()  # views refresh from several foreachBatch threads
 
     # -- resolution -------------------------------------------------------------------------------------
@@ -267,7 +268,7 @@ class Resolver:
 
     def _read_view(self, name: str, streaming: bool, where: str) -> DataFrame:
         view = self.flows[name]
-        df = view.df if self._restrict is None else self._call(view.flow)
+        df = view.df if self._restrict is None and self._stand_ins is None else self._call(view.flow)
         if bool(df.isStreaming) != streaming:
             shape, verb = (("streaming", "dp.read_stream / spark.readStream.table") if df.isStreaming
                            else ("batch", "dp.read / spark.read.table"))
@@ -283,6 +284,8 @@ class Resolver:
             schema = _with_change_columns(schema)
         if self.analyze_only:
             return _placeholder(spark, schema, streaming)
+        if self._stand_ins is not None and name in self._stand_ins:
+            return self._stand_ins[name]
         path = self.context.table_path(name)
         if streaming:
             return spark.readStream.format("delta").options(**options).load(path)
@@ -310,6 +313,22 @@ class Resolver:
                     return self._call(flow)
             finally:
                 self._restrict = None
+
+    def build_over(self, flow: Flow, stand_ins: Mapping[str, DataFrame]) -> DataFrame:
+        """Build ``flow`` (expectations included) with batch DataFrames standing in for tables it reads.
+
+        Used to re-feed quarantined rows: the stand-in holds the input rows they came from.
+        """
+        from deltaflow.expectations import checked, expectations_of
+
+        with self._lock:
+            self._stand_ins = stand_ins
+            try:
+                with activate(self.context), self._active():
+                    df = self._call(flow)
+            finally:
+                self._stand_ins = None
+        return checked(df, flow.name, expectations_of(flow.func))
 
     def rebuild_flow(self, name: str) -> ResolvedFlow:
         """Build flow ``name`` again, over the tables as they are now, and keep the result."""
