@@ -147,8 +147,11 @@ def checked(df: DataFrame, flow: str, expectations: tuple[Expectation, ...]) -> 
     """
     from pyspark.sql import functions as F
 
+    # A record dp.parse_json could not read is quarantined for that alone: the rules judge parsed rows.
+    unparsed = F.size(FAILED) > 0 if FAILED in df.columns else F.lit(False)
+
     def failed(rule: Expectation) -> Column:
-        return ~F.coalesce(F.expr(rule.condition), F.lit(False))
+        return ~unparsed & ~F.coalesce(F.expr(rule.condition), F.lit(False))
 
     def any_failed(action: Action) -> Column:
         result = F.lit(False)
@@ -157,7 +160,6 @@ def checked(df: DataFrame, flow: str, expectations: tuple[Expectation, ...]) -> 
                 result = result | failed(rule)
         return result
 
-    unparsed = F.size(FAILED) > 0 if FAILED in df.columns else F.lit(False)
     quarantined = any_failed("quarantine") | unparsed
     dropped = any_failed("drop") & ~quarantined
     df = df.observe(METRICS, F.count(F.lit(1)).alias(ROWS), F.count_if(dropped).alias(DROPPED),

@@ -1,0 +1,97 @@
+"""`deltaflow quarantine TABLE --replay`: once the rule is fixed, quarantined rows reach the table, once."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+import threading
+import uuid
+from typing import Any
+
+import pytest
+from deltalake import DeltaTable
+
+from deltaflow.context import PipelineContext
+from deltaflow.loader import load_graph
+from deltaflow.ops.replay import apply_replay, pending_replay, replay_quarantine, start_replay
+from deltaflow.resolve import Resolver
+from deltaflow.runtime.runner import PipelineRun
+from deltaflow.runtime.triggers import Trigger
+from deltaflow.spec import load_spec
+from helpers import Project, cli_env
+
+pytestmark = [pytest.mark.spark, pytest.mark.kafka]
+
+DEFS = """
+import deltaflow as dp
+
+@dp.table
+def bronze():
+    return dp.read_kafka("{topic}")
+
+@dp.table
+@dp.expect_or_quarantine("small", "amount < {limit}")
+def silver():
+    return dp.parse_json(spark.readStream.table("bronze"), "event_id STRING, amount DOUBLE",
+                         required=["event_id"])
+"""
+
+
+def define(project: Project, topic: str, limit: int) -> None:
+    (project.root / "transformations" / "defs.py").write_text(textwrap.dedent(DEFS.format(topic=topic,
+                                                                                          limit=limit)))
+
+
+def ids(project: Project, table: str) -> list[str]:
+    rows = DeltaTable(project.table(table)).to_pyarrow_table().to_pylist()
+    key = "event_id" if table == "silver" else "record"
+    return sorted(str(r[key]) for r in rows)
+
+
+def resolver(spark, project: Project) -> Resolver:  # type: ignore[no-untyped-def]
+    spec = load_spec(project.spec_path)
+    return Resolver(load_graph(spec), PipelineContext(spark=spark, spec=spec)).resolve()
+
+
+def test_replay_after_fixing_the_rule_feeds_each_row_once(spark, kafka_bootstrap: str, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from deltaflow.kafka.admin import create_topic
+    from deltaflow.kafka.generator import produce
+
+    topic = f"replay-{uuid.uuid4().hex[:8]}"
+    create_topic(kafka_bootstrap, topic, partitions=2)
+    events: list[Any] = [{"event_id": f"e{i:02d}", "amount": float(i * 10)} for i in range(40)]
+    produce(kafka_bootstrap, topic, [*events, b"{not json", b"[1, 2]"])
+    project = Project(tmp_path / "p", "", bootstrap=kafka_bootstrap)
+    define(project, topic, limit=200)
+    spec = load_spec(project.spec_path)
+    PipelineRun(spec, load_graph(spec), spark, Trigger("available_now")).run(threading.Event())
+    small = [e["event_id"] for e in events if e["amount"] < 200]
+    assert ids(project, "silver") == small
+    assert len(ids(project, "silver_quarantine")) == 40 - len(small) + 2
+
+    # The rule was too strict: fix it, then re-feed the rows it quarantined (not the malformed ones).
+    define(project, topic, limit=350)
+    where = "array_contains(failed_expectations, 'small')"
+    # A replay interrupted after its writes (its record left behind) ...
+    intent = start_replay(resolver(spark, project), "silver", where)
+    apply_replay(resolver(spark, project), intent)
+    assert pending_replay(str(project.storage), "silver") == intent
+    # ... is finished, not repeated, by the next one: each row once.
+    result = replay_quarantine(resolver(spark, project), "silver", where="true")
+    assert result.resumed and result.replayed == 40 - len(small)
+    passing = [e["event_id"] for e in events if e["amount"] < 350]
+    assert ids(project, "silver") == passing
+    quarantine = DeltaTable(project.table("silver_quarantine")).to_pyarrow_table().to_pylist()
+    reasons = sorted(tuple(q["failed_expectations"]) for q in quarantine)
+    assert reasons == [("malformed_json",)] * 2 + [("small",)] * (40 - len(passing))
+    assert pending_replay(str(project.storage), "silver") is None
+
+    # Through the CLI, with nothing left that the fixed rule lets through: nothing changes.
+    cli = subprocess.run([sys.executable, "-m", "deltaflow", "quarantine", "silver", "--replay", "--where",
+                          where, "--spec", str(project.spec_path)], capture_output=True, text=True,
+                         env=cli_env(), timeout=300)
+    assert cli.returncode == 0, cli.stderr[-2000:]
+    assert f"{40 - len(passing)} quarantined row(s) re-fed, 0 passed" in cli.stdout
+    assert ids(project, "silver") == passing
+    assert len(DeltaTable(project.table("silver_quarantine")).to_pyarrow_table()) == len(quarantine)
