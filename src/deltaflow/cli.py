@@ -217,7 +217,10 @@ def status(
     for flow in flows:
         rates = [f"{r:,.0f}" if r is not None else "-"
                  for r in (flow.input_rows_per_second, flow.processed_rows_per_second)]
-        note = "falling behind: input outruns processing" if flow.falling_behind else (flow.error or "")
+        quality = ", ".join(f"{n:,} {what}" for n, what in ((flow.quarantined_rows, "quarantined"),
+                                                              (flow.dropped_rows, "dropped")) if n)
+        behind = "falling behind: input outruns processing" if flow.falling_behind else ""
+        note = "; ".join(p for p in (behind, quality, flow.error or "") if p)
         batch = "-" if flow.last_batch is None else f"{flow.last_batch} ({_age(flow.age_seconds)})"
         view.add_row(flow.flow, flow.state, batch, *rates,
                      _backlog(flow.delta_versions_behind, flow.kafka_offsets_behind), note)

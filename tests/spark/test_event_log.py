@@ -66,6 +66,7 @@ def test_every_batch_and_flow_end_is_logged_and_status_reads_it_without_spark(sp
         run(spark, project)
 
     log = events(project)
+    assert spark.read.format("delta").load(str(project.storage / "_event_log")).count() == len(log)
     first_seen = {e["run_id"]: min(x["end_time"] for x in log if x["run_id"] == e["run_id"]) for e in log}
     runs = sorted(first_seen, key=first_seen.__getitem__)
     assert len(runs) == 2 and {e["pipeline"] for e in log} == {"test"}

@@ -14,7 +14,8 @@ def batch(i: int, rate_in: float, rate_done: float, behind: int | None = None,
           ago: float = 5.0) -> dict[str, Any]:
     return {"flow": "bronze", "kind": "batch", "batch_id": i, "end_time": NOW - timedelta(seconds=ago),
             "input_rows": 100, "input_rows_per_second": rate_in, "processed_rows_per_second": rate_done,
-            "delta_versions_behind": None, "kafka_offsets_behind": behind, "error": None}
+            "delta_versions_behind": None, "kafka_offsets_behind": behind, "error": None,
+            "expectations": '{"_rows": 100, "_dropped": 2, "_quarantined": 3}'}
 
 
 def test_input_outrunning_processing_is_falling_behind() -> None:
@@ -22,6 +23,7 @@ def test_input_outrunning_processing_is_falling_behind() -> None:
     status = _flow_status("bronze", events, NOW)
     assert status.state == "running" and status.falling_behind
     assert (status.last_batch, status.input_rows_per_second) == (4, 1_000.0)
+    assert (status.dropped_rows, status.quarantined_rows) == (10, 15)
 
 
 def test_a_growing_kafka_backlog_is_falling_behind_and_a_shrinking_one_is_not() -> None:

@@ -12,6 +12,7 @@ Example:
 
 from __future__ import annotations
 
+import json
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from statistics import fmean
@@ -31,7 +32,8 @@ BEHIND_FACTOR = 1.1
 SILENT_AFTER = 120.0
 
 _COLUMNS = ["flow", "kind", "batch_id", "end_time", "input_rows", "input_rows_per_second",
-            "processed_rows_per_second", "delta_versions_behind", "kafka_offsets_behind", "error"]
+            "processed_rows_per_second", "delta_versions_behind", "kafka_offsets_behind", "expectations",
+            "error"]
 
 
 @dataclass(frozen=True)
@@ -48,6 +50,8 @@ class FlowStatus:
     delta_versions_behind: int | None
     kafka_offsets_behind: int | None
     falling_behind: bool
+    dropped_rows: int  # by expect_or_drop rules, over every logged batch
+    quarantined_rows: int  # by expect_or_quarantine rules and dp.parse_json, over every logged batch
     error: str | None
 
     def as_json(self) -> dict[str, Any]:
@@ -98,6 +102,7 @@ def _flow_status(flow: str, events: list[dict[str, Any]], now: datetime) -> Flow
     outrun = len(busy) >= 3 and rate_in is not None and rate_done is not None and \
         rate_in > BEHIND_FACTOR * rate_done
     last_busy = busy[-1] if busy else None
+    counts = [json.loads(e["expectations"]) for e in batches if e["expectations"]]
     return FlowStatus(
         flow=flow, state=state,
         last_batch=last_busy["batch_id"] if last_busy else None,
@@ -107,5 +112,7 @@ def _flow_status(flow: str, events: list[dict[str, Any]], now: datetime) -> Flow
         delta_versions_behind=newest["delta_versions_behind"] if newest else None,
         kafka_offsets_behind=newest["kafka_offsets_behind"] if newest else None,
         falling_behind=state == "running" and (outrun or growing),
+        dropped_rows=sum(c.get("_dropped", 0) for c in counts),
+        quarantined_rows=sum(c.get("_quarantined", 0) for c in counts),
         error=last["error"] if last["kind"] == "failed" else None,
     )
