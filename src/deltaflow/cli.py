@@ -7,6 +7,7 @@
     deltaflow changes TABLE [--from V] [--to V] [--json]    a table's Change Data Feed, without Spark
     deltaflow status [--json]        each flow's state, last batch, rates and backlog, without Spark
     deltaflow quarantine TABLE [--json]    quarantined rows by reason, with samples, without Spark
+    deltaflow quarantine replay TABLE [--where SQL]    re-feed them once the schema or rule is fixed
     deltaflow demo [--example clickstream|orders|fraud|customers_cdc] [--seconds 60] [--rate 1000]
     deltaflow kafka start|stop|status [--port 19092]
 
@@ -235,25 +236,31 @@ def _position(row: dict[str, object]) -> str:
 
 @app.command()
 def quarantine(
-    table: Annotated[str, typer.Argument(help="A streaming table with quarantine rules or dp.parse_json.")],
+    table: Annotated[str, typer.Argument(help="A streaming table with quarantine rules or dp.parse_json; "
+                                         "'replay TABLE' re-feeds its rows.", metavar="[replay] TABLE")],
+    replay_table: Annotated[str | None, typer.Argument(hidden=True)] = None,
     sample: Annotated[int, typer.Option(help="Sample rows shown per reason.")] = 3,
-    replay: Annotated[bool, typer.Option("--replay", help="Re-feed the quarantined rows through the flow's "
-                                         "current definition, once the schema or rule is fixed.")] = False,
-    where: Annotated[str | None, typer.Option(help="With --replay: only the quarantined rows matching this "
-                                              "SQL condition, e.g. \"array_contains(failed_expectations, "
+    where: Annotated[str | None, typer.Option(help="replay: only the quarantined rows matching this SQL "
+                                              "condition, e.g. \"array_contains(failed_expectations, "
                                               "'small')\".")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Counts and samples as one JSON object.")] = False,
     spec: SpecOption = None,
 ) -> None:
-    """Show a table's quarantined rows: counts by reason, and sample rows with their source position."""
+    """Show a table's quarantined rows by reason, with samples ('quarantine replay TABLE' re-feeds them).
+
+    Replay them once the schema or the rule is fixed: they go through the flow's current definition.
+    """
     from rich.table import Table
 
     from deltaflow.ops.changes import json_line
     from deltaflow.ops.quarantine import quarantine_report
     from deltaflow.spec import load_spec
 
-    if replay:
-        _replay(spec, table, where)
+    if replay_table is not None:
+        if table != "replay":
+            raise ConfigError(f"unexpected argument '{replay_table}'",
+                              hint="deltaflow quarantine [replay] TABLE")
+        _replay(spec, replay_table, where)
         return
     report = quarantine_report(load_spec(spec), table, sample)
     if as_json:

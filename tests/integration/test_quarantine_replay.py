@@ -88,7 +88,7 @@ def test_replay_after_fixing_the_rule_feeds_each_row_once(spark, kafka_bootstrap
     assert pending_replay(str(project.storage), "silver") is None
 
     # Through the CLI, with nothing left that the fixed rule lets through: nothing changes.
-    cli = subprocess.run([sys.executable, "-m", "deltaflow", "quarantine", "silver", "--replay", "--where",
+    cli = subprocess.run([sys.executable, "-m", "deltaflow", "quarantine", "replay", "silver", "--where",
                           where, "--spec", str(project.spec_path)], capture_output=True, text=True,
                          env=cli_env(), timeout=300)
     assert cli.returncode == 0, cli.stderr[-2000:]

@@ -83,6 +83,16 @@ def test_rules_keep_drop_and_quarantine_rows_and_every_row_is_accounted_for(spar
     assert batch["_rows"] == 2 + batch["_dropped"] + batch["_quarantined"]  # in = out + dropped + quarantined
     assert (batch["has_kind"], batch["positive"], batch["has_id"], batch["known_kind"]) == (1, 2, 2, 2)
 
+    # The table's rows and the quarantine's are written exactly once together: a batch replayed after both
+    # committed (its checkpoint commit lost in a crash) writes neither again.
+    before = (table(project, "silver"), table(project, "silver_quarantine"))
+    commits = project.checkpoint("silver") / "commits"
+    (commits / "0").unlink()
+    (commits / ".0.crc").unlink(missing_ok=True)
+    run(spark, project)
+    assert (table(project, "silver"), table(project, "silver_quarantine")) == before
+    assert (commits / "0").is_file()
+
 
 FAIL = """
 import deltaflow as dp
