@@ -37,6 +37,7 @@ bench: setup
 	$(BIN)/python benchmarks/bronze_ingest.py
 	$(BIN)/python benchmarks/freshness.py
 	$(BIN)/python benchmarks/cdc_merge.py
+	$(BIN)/python benchmarks/quality.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache deltaflow_demo

@@ -76,19 +76,28 @@ def parse_json(
         if name not in struct.names:
             raise GraphError(f"parse_json: required field '{name}' is not in the schema "
                              f"(fields: {', '.join(struct.names)})")
-    raw = F.col(column).cast("string")
-    fields = F.from_json(raw, "map<string,string>")
-    typed = F.from_json(raw, struct)
+    kept = [F.col(c) for c in keep if c in df.columns and c not in struct.names]
+    raw_bytes = [F.col(bytes_column).alias(RAW_BYTES)] if bytes_column in df.columns else []
+    # Parse into the schema once; only a record with a null field is parsed again as a plain map (to tell
+    # a missing field from a value of the wrong type), so well-formed records cost one parse.
+    parsed = df.select(*kept, F.col(column).cast("string").alias(RAW), *raw_bytes,
+                       F.from_json(F.col(column).cast("string"), struct).alias("_df_typed"))
+    raw, typed = F.col(RAW), F.col("_df_typed")
+    gaps = typed.isNull()
+    for field in struct.fields:
+        gaps = gaps | typed[field.name].isNull()
+    parsed = parsed.withColumn("_df_fields", F.when(gaps, F.from_json(raw, "map<string,string>")))
+    fields = F.col("_df_fields")
 
     def reason(condition: Column, text: str) -> Column:
         return F.when(condition, F.lit(text))
 
     reasons = []
-    if bytes_column in df.columns:
-        reasons.append(reason(F.col(bytes_column).isNotNull(), "not_utf8"))
+    if raw_bytes:
+        reasons.append(reason(F.col(RAW_BYTES).isNotNull(), "not_utf8"))
     reasons += [reason(raw.isNull(), "empty_record"),
                 reason(F.octet_length(raw) > max_bytes, "oversize"),
-                reason(raw.isNotNull() & fields.isNull(), "malformed_json")]
+                reason(raw.isNotNull() & gaps & fields.isNull(), "malformed_json")]
     reasons += [reason(fields.isNotNull() & fields[name].isNull(), f"missing_field:{name}")
                 for name in required]
     for field in struct.fields:
@@ -96,7 +105,7 @@ def parse_json(
                 else "wrong_type")
         reasons.append(reason(fields[field.name].isNotNull() & typed[field.name].isNull(),
                               f"{kind}:{field.name}"))
-    kept = [F.col(c) for c in keep if c in df.columns and c not in struct.names]
-    raw_bytes = [F.col(bytes_column).alias(RAW_BYTES)] if bytes_column in df.columns else []
-    return df.select(*kept, *[typed[f.name].alias(f.name) for f in struct.fields], raw.alias(RAW), *raw_bytes,
-                     F.filter(F.array(*reasons), lambda r: r.isNotNull()).alias(FAILED))
+    names = [c for c in keep if c in df.columns and c not in struct.names]
+    return parsed.select(*names, *[typed[f.name].alias(f.name) for f in struct.fields], RAW,
+                         *([RAW_BYTES] if raw_bytes else []),
+                         F.filter(F.array(*reasons), lambda r: r.isNotNull()).alias(FAILED))
