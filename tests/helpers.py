@@ -12,7 +12,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -41,6 +41,13 @@ class Project:
 
     def table(self, name: str) -> str:
         return str(self.storage / "tables" / name)
+
+    def drop(self, name: str, records: list[dict[str, Any]], folder: str = "landing") -> None:
+        """Drop a JSON-lines file into the project's ``folder`` (it appears atomically)."""
+        from deltaflow.sample_data import write_json_lines
+
+        (self.root / folder).mkdir(exist_ok=True)
+        write_json_lines(self.root / folder, name, records)
 
     def checkpoint(self, dataset: str, flow: str | None = None, generation: int = 0) -> Path:
         return self.storage / "_checkpoints" / dataset / (flow or dataset) / str(generation)

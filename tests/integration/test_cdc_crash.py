@@ -52,12 +52,6 @@ def run_cli(spec: Path, *args: str, env: dict[str, str] | None = None) -> subpro
                           start_new_session=True)
 
 
-def drop(folder: Path, name: str, ids: list[str]) -> None:
-    folder.mkdir(exist_ok=True)
-    (folder / f".{name}").write_text("".join(f'{{"id": "{i}"}}\n' for i in ids))
-    (folder / f".{name}").rename(folder / name)
-
-
 @pytest.mark.usefixtures("spark")
 def test_accumulating_merge_killed_between_its_commit_and_the_checkpoint_counts_once(spark, tmp_path) -> None:  # type: ignore[no-untyped-def]
     counter, kill = tmp_path / "counter", tmp_path / "kill"
@@ -70,7 +64,7 @@ def test_accumulating_merge_killed_between_its_commit_and_the_checkpoint_counts_
         row = DeltaTable(str(counter)).to_pyarrow_table().to_pylist()[0]
         return row["total"], row["batches"]
 
-    drop(project.root / "landing", "1.json", [f"a{i}" for i in range(7)])
+    project.drop("1.json", [{"id": f"a{i}"} for i in range(7)])
     kill.touch()
     killed = run_cli(project.spec_path, "--available-now")
     assert killed.returncode == -9, killed.stderr[-2000:]
@@ -83,7 +77,7 @@ def test_accumulating_merge_killed_between_its_commit_and_the_checkpoint_counts_
     assert state() == (7, 1)                  # replayed, and skipped by Delta: counted once
     assert batch_ids(checkpoint / "commits") == {0}
 
-    drop(project.root / "landing", "2.json", ["b0", "b1", "b2"])
+    project.drop("2.json", [{"id": f"b{i}"} for i in range(3)])
     assert run_cli(project.spec_path, "--available-now").returncode == 0
     assert state() == (10, 2)
 

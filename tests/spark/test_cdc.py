@@ -59,12 +59,6 @@ def change_counts():
 """
 
 
-def drop(folder: Path, name: str, records: list[dict[str, Any]]) -> None:
-    folder.mkdir(exist_ok=True)
-    (folder / f".{name}").write_text("".join(json.dumps(r) + "\n" for r in records))
-    (folder / f".{name}").rename(folder / name)
-
-
 def run(spark, project: Project, plan: RunPlan | None = None) -> PipelineRun:  # type: ignore[no-untyped-def]
     spec = load_spec(project.spec_path)
     pipeline = PipelineRun(spec, load_graph(spec), spark, Trigger("available_now"), plan=plan)
@@ -110,7 +104,7 @@ def test_scd1_scd2_and_audit_match_a_reference_model_across_batches(spark, make_
     assert any(e["op"] == "DELETE" for e in events) and len(events) > 900
     seen: list[dict[str, Any]] = []
     for i, part in enumerate(thirds):
-        drop(project.root / "landing", f"{i}.json", part)
+        project.drop(f"{i}.json", part)
         run(spark, project)
         seen += part
         expected_latest = sorted(scd1(seen, "customer_id", COLUMNS).values(), key=lambda r: r["customer_id"])
@@ -200,7 +194,7 @@ def ev(id: int | None, a: str | None, b: str | None, op: str, s1: int, s2: int =
 
 def test_cdc_options_nulls_truncates_tracked_history_and_late_inserts(spark, make_project) -> None:  # type: ignore[no-untyped-def]
     project = make_project(OPTIONS)
-    drop(project.root / "landing", "1.json", [
+    project.drop("1.json", [
         ev(1, "x", "p", "I", 1), ev(1, None, "q", "U", 1, 5),
         ev(2, "m", "1", "I", 1), ev(2, "m", "2", "U", 2), ev(2, "n", "3", "U", 3),
         ev(5, None, None, "D", 7),
@@ -215,7 +209,7 @@ def test_cdc_options_nulls_truncates_tracked_history_and_late_inserts(spark, mak
     assert by_id("wiped") == [
         {"id": 1, "a": None, "b": "q", "s1": 1, "s2": 5}, {"id": 2, "a": "n", "b": "3", "s1": 3, "s2": 0}]
 
-    drop(project.root / "landing", "2.json", [
+    project.drop("2.json", [
         ev(1, None, None, "U", 2),                        # nulls keep the stored values in 'latest'
         ev(3, "z", "z", "I", 1), ev(3, None, None, "D", 5),  # inserted and deleted in one batch
         ev(5, "late", "late", "I", 6),                    # older than its delete: must not come back
@@ -262,7 +256,7 @@ def to_both():
 def test_foreach_batch_sink_fans_out_exactly_once_across_a_crash(spark, make_project, tmp_path) -> None:  # type: ignore[no-untyped-def]
     first, second, flag = tmp_path / "first", tmp_path / "second", tmp_path / "fail"
     project = make_project(SINK.format(first=str(first), second=str(second), flag=str(flag)))
-    drop(project.root / "landing", "1.json", [{"id": f"a{i}"} for i in range(5)])
+    project.drop("1.json", [{"id": f"a{i}"} for i in range(5)])
     flag.touch()
     with pytest.raises(FlowError, match=r"'to_both'.*RuntimeError: crash between the two writes"):
         run(spark, project)
@@ -270,7 +264,7 @@ def test_foreach_batch_sink_fans_out_exactly_once_across_a_crash(spark, make_pro
 
     flag.unlink()
     run(spark, project)  # batch 0 again: the first write is skipped, the second is made
-    drop(project.root / "landing", "2.json", [{"id": "b0"}, {"id": "b1"}])
+    project.drop("2.json", [{"id": "b0"}, {"id": "b1"}])
     run(spark, project)
     expected = sorted([f"a{i}" for i in range(5)] + ["b0", "b1"])
     for table in (first, second):

@@ -39,12 +39,8 @@ def fragile():
 """
 
 
-def drop(project: Project, name: str, values: list[int]) -> None:
-    folder = project.root / "landing"
-    folder.mkdir(exist_ok=True)
-    (folder / f".{name}").write_text("".join(json.dumps({"id": f"{name}-{i}", "n": n}) + "\n"
-                                             for i, n in enumerate(values)))
-    (folder / f".{name}").rename(folder / name)
+def numbered(prefix: str, values: list[int]) -> list[dict[str, Any]]:
+    return [{"id": f"{prefix}-{i}", "n": n} for i, n in enumerate(values)]
 
 
 def run(spark, project: Project) -> None:  # type: ignore[no-untyped-def]
@@ -58,10 +54,10 @@ def events(project: Project) -> list[dict[str, Any]]:
 
 def test_every_batch_and_flow_end_is_logged_and_status_reads_it_without_spark(spark, make_project) -> None:  # type: ignore[no-untyped-def]
     project = make_project(PIPELINE)
-    drop(project, "a.json", [1, 2, 0])
-    drop(project, "b.json", [3])
+    project.drop("a.json", numbered("a", [1, 2, 0]))
+    project.drop("b.json", numbered("b", [3]))
     run(spark, project)
-    drop(project, "c.json", [4, -1])
+    project.drop("c.json", numbered("c", [4, -1]))
     with pytest.raises(FlowError, match=r"'fragile'.*negative n"):
         run(spark, project)
 

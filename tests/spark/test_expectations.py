@@ -35,13 +35,6 @@ def silver():
 """
 
 
-def drop(project: Project, name: str, records: list[dict[str, Any]]) -> None:
-    folder = project.root / "landing"
-    folder.mkdir(exist_ok=True)
-    (folder / f".{name}").write_text("".join(json.dumps(r) + "\n" for r in records))
-    (folder / f".{name}").rename(folder / name)
-
-
 def run(spark, project: Project) -> None:  # type: ignore[no-untyped-def]
     spec = load_spec(project.spec_path)
     PipelineRun(spec, load_graph(spec), spark, Trigger("available_now")).run(threading.Event())
@@ -61,7 +54,7 @@ def test_rules_keep_drop_and_quarantine_rows_and_every_row_is_accounted_for(spar
         {"id": "odd", "amount": 3.0, "kind": "zzz"},        # quarantined (known_kind)
         {"id": None, "amount": -4.0, "kind": "zzz"},        # both quarantine rules, and drop: quarantine wins
     ]
-    drop(project, "1.json", records)
+    project.drop("1.json", records)
     run(spark, project)
 
     assert sorted(r["id"] for r in table(project, "silver")) == ["ok1", "ok2"]
@@ -111,7 +104,7 @@ def silver():
 
 def test_a_failing_rule_stops_its_flow_writing_nothing_of_the_batch(spark, make_project) -> None:  # type: ignore[no-untyped-def]
     project = make_project(FAIL)
-    drop(project, "1.json", [{"id": "a", "amount": 1.0}, {"id": None, "amount": -1.0}])
+    project.drop("1.json", [{"id": "a", "amount": 1.0}, {"id": None, "amount": -1.0}])
     with pytest.raises(FlowError, match=r"'silver'.*expectation 'has_id' \(id IS NOT NULL\) failed in flow "
                        "'silver'"):
         run(spark, project)

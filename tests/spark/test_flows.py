@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import threading
 
 import pytest
@@ -34,11 +33,6 @@ def throttled():
 """
 
 
-def drop(folder, name: str, ids: list[str]) -> None:  # type: ignore[no-untyped-def]
-    folder.mkdir(exist_ok=True)
-    (folder / name).write_text("".join(json.dumps({"id": i}) + "\n" for i in ids))
-
-
 def run(spark, project, plan: RunPlan | None = None) -> PipelineRun:  # type: ignore[no-untyped-def]
     spec = load_spec(project.spec_path)
     pipeline = PipelineRun(spec, load_graph(spec), spark, Trigger("available_now"), plan=plan)
@@ -53,10 +47,10 @@ def rows(project, table: str) -> list[tuple[str, str]]:  # type: ignore[no-untyp
 
 def test_append_flows_feed_one_table_each_from_its_own_checkpoint(spark, make_project) -> None:
     project = make_project(APPEND_FLOWS)
-    drop(project.root / "web", "1.json", ["w1", "w2"])
-    drop(project.root / "shop", "1.json", ["s1"])
+    project.drop("1.json", [{"id": i} for i in ["w1", "w2"]], folder="web")
+    project.drop("1.json", [{"id": i} for i in ["s1"]], folder="shop")
     first = run(spark, project)
-    drop(project.root / "web", "2.json", ["w3"])
+    project.drop("2.json", [{"id": i} for i in ["w3"]], folder="web")
     second = run(spark, project)
 
     expected = [("s1", "shop"), ("w1", "web"), ("w2", "web"), ("w3", "web")]

@@ -3,7 +3,6 @@ a renamed column stops only its flow, with the command that recovers it."""
 
 from __future__ import annotations
 
-import json
 import textwrap
 import threading
 from typing import Any
@@ -41,13 +40,6 @@ def define(project: Project, schema: str, silver: str = "", strict_merges: bool 
         schema=schema, silver=silver, strict_merges=strict_merges)))
 
 
-def drop(project: Project, name: str, records: list[dict[str, Any]]) -> None:
-    folder = project.root / "landing"
-    folder.mkdir(exist_ok=True)
-    (folder / f".{name}").write_text("".join(json.dumps(r) + "\n" for r in records))
-    (folder / f".{name}").rename(folder / name)
-
-
 def run(spark, project: Project, plan: RunPlan | None = None) -> dict[str, FlowOutcome]:  # type: ignore[no-untyped-def]
     spec = load_spec(project.spec_path)
     pipeline = PipelineRun(spec, load_graph(spec), spark, Trigger("available_now"), plan=plan)
@@ -62,13 +54,13 @@ def rows(project: Project, table: str) -> list[dict[str, Any]]:
 def test_added_column_evolves_opted_in_tables_a_rename_stops_its_flow(spark, make_project) -> None:  # type: ignore[no-untyped-def]
     project = make_project("")
     define(project, "id STRING, amount DOUBLE")
-    drop(project, "1.json", [{"id": "a", "amount": 1.0}])
+    project.drop("1.json", [{"id": "a", "amount": 1.0}])
     assert {f: o.state for f, o in run(spark, project).items()} == dict.fromkeys(
         ("bronze", "silver", "strict"), "completed")
 
     # A field is added to the events, and to the declared schema.
     define(project, "id STRING, amount DOUBLE, coupon STRING")
-    drop(project, "2.json", [{"id": "b", "amount": 2.0, "coupon": "WELCOME"}])
+    project.drop("2.json", [{"id": "b", "amount": 2.0, "coupon": "WELCOME"}])
     outcomes = run(spark, project)
     assert (outcomes["bronze"].state, outcomes["silver"].state) == ("completed", "completed")
     assert outcomes["strict"].state == "failed"
@@ -86,7 +78,7 @@ def test_added_column_evolves_opted_in_tables_a_rename_stops_its_flow(spark, mak
     # silver renames a column: silver stops with the named error and the way out; the others go on.
     define(project, "id STRING, amount DOUBLE, coupon STRING", silver='.withColumnRenamed("amount", "total")',
            strict_merges=True)
-    drop(project, "3.json", [{"id": "c", "amount": 3.0, "coupon": None}])
+    project.drop("3.json", [{"id": "c", "amount": 3.0, "coupon": None}])
     outcomes = run(spark, project)
     assert {f: o.state for f, o in outcomes.items()} == {"bronze": "completed", "silver": "failed",
                                                          "strict": "completed"}
