@@ -25,9 +25,9 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from deltaflow.kafka.admin import create_topic
-from deltaflow.kafka.broker import EmbeddedKafka
-from deltaflow.kafka.generator import clickstream_event, produce
+from deltaflow.dev.topics import create_topic
+from deltaflow.dev.broker import EmbeddedKafka
+from deltaflow.dev.generator import clickstream_event, produce
 from deltaflow.loader import load_graph
 from deltaflow.runtime.runner import PipelineRun
 from deltaflow.runtime.session import build_session

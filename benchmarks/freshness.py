@@ -45,9 +45,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
 
-from deltaflow.kafka.admin import QUIET, admin_client, create_topic
-from deltaflow.kafka.broker import EmbeddedKafka
-from deltaflow.kafka.generator import EventGenerator, clickstream_event, encode_event, produce, user_key
+from deltaflow.dev.topics import QUIET, admin_client, create_topic
+from deltaflow.dev.broker import EmbeddedKafka
+from deltaflow.dev.generator import EventGenerator, clickstream_event, encode_event, produce, user_key
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "clickstream"
 GOLD = "gold_hourly_product_metrics"

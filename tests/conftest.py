@@ -27,7 +27,7 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
 
 @pytest.fixture(scope="session")
 def kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    from deltaflow.kafka.broker import EmbeddedKafka
+    from deltaflow.dev.broker import EmbeddedKafka
 
     broker = EmbeddedKafka(state_dir=tmp_path_factory.mktemp("kafka"), port=free_port())
     bootstrap = broker.start()

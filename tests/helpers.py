@@ -44,7 +44,7 @@ class Project:
 
     def drop(self, name: str, records: list[dict[str, Any]], folder: str = "landing") -> None:
         """Drop a JSON-lines file into the project's ``folder`` (it appears atomically)."""
-        from deltaflow.sample_data import write_json_lines
+        from deltaflow.dev.sample_data import write_json_lines
 
         (self.root / folder).mkdir(exist_ok=True)
         write_json_lines(self.root / folder, name, records)

@@ -15,10 +15,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from deltaflow.errors import GraphError
+from deltaflow.errors import ConfigError, GraphError
+from deltaflow.storage.layout import StorageLayout
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -32,10 +33,11 @@ class PipelineContext:
 
     spark: SparkSession
     spec: Spec
+    layout: StorageLayout = field(default=None)  # type: ignore[assignment]  # default: the spec's storage
 
-    def table_path(self, dataset: str) -> str:
-        """Where the Delta table of ``dataset`` lives."""
-        return self.spec.table_path(dataset)
+    def __post_init__(self) -> None:
+        if self.layout is None:
+            object.__setattr__(self, "layout", StorageLayout.of(self.spec))
 
 
 _CURRENT: ContextVar[PipelineContext | None] = ContextVar("deltaflow_pipeline", default=None)
@@ -67,24 +69,6 @@ def activate(ctx: PipelineContext) -> Iterator[PipelineContext]:
         _CURRENT.reset(token)
 
 
-class SparkProxy:
-    """``spark`` as definition files see it: the active pipeline's SparkSession, looked up on use.
-
-    ``spark.read`` and ``spark.readStream`` resolve ``.table(name)`` to the pipeline's datasets.
-    """
-
-    def __getattr__(self, name: str) -> Any:
-        spark = current().spark
-        if name in ("read", "readStream"):
-            from deltaflow.sources.delta import PipelineReader
-
-            return PipelineReader(getattr(spark, name), streaming=name == "readStream")
-        return getattr(spark, name)
-
-    def __repr__(self) -> str:
-        return "<deltaflow spark: the active pipeline's SparkSession>"
-
-
 def parameter(name: str, default: str | None = None) -> str:
     """A pipeline parameter: a non-``spark.*`` key of ``configuration`` in ``deltaflow.yml``.
 
@@ -102,8 +86,6 @@ def parameter(name: str, default: str | None = None) -> str:
     spec = current().spec
     value = spec.parameters.get(name, default)
     if value is None:
-        from deltaflow.errors import ConfigError
-
         raise ConfigError(f"configuration: parameter '{name}' is not set", location=str(spec.path),
                           hint=f"add '{name}: ...' under configuration")
     return value

@@ -13,6 +13,8 @@ Example:
 
 from __future__ import annotations
 
+import re
+
 
 class DeltaflowError(Exception):
     """Root of every error deltaflow raises on purpose.
@@ -78,3 +80,39 @@ class KafkaBrokerError(DeltaflowError):
     """The embedded Kafka broker failed to start, stop or answer."""
 
     code = "DF-KAFKA"
+
+
+def first_line(exc: BaseException) -> str:
+    r"""One line saying why ``exc`` happened: the root cause's message (Spark wraps it), at most 300 chars.
+
+    Example:
+        >>> first_line(ValueError("bad value\nmore detail"))
+        'bad value'
+
+    """
+    if isinstance(exc, DeltaflowError):  # ours: already one line, with its location and hint
+        return str(exc).splitlines()[0]
+    while getattr(exc, "_cause", None) is not None:  # pyspark's CapturedException chain
+        exc = exc._cause  # type: ignore[attr-defined]
+    text = str(getattr(exc, "desc", None) or exc).strip()
+    trace = str(getattr(exc, "stackTrace", None) or getattr(exc, "_stackTrace", None) or "")
+    if (python := _python_error(text + "\n" + trace)) is not None:
+        return python[:300]
+    causes = [line.split("Caused by:", 1)[1] for line in (text + "\n" + trace).splitlines()
+              if line.lstrip().startswith("Caused by:")]
+    if causes:
+        text = re.sub(r"^\s*[\w.$]+(Exception|Error): ", "", causes[-1])
+    text = re.sub(r"\s*SQLSTATE: \w+", "", text).strip()
+    return text.splitlines()[0][:300] if text else type(exc).__name__
+
+
+def _python_error(text: str) -> str | None:
+    """The error a Python traceback inside a Spark error ends with (a foreachBatch function raised)."""
+    if "Traceback (most recent call last):" not in text:
+        return None
+    python = text.rsplit("Traceback (most recent call last):", 1)[1].split("\n\tat ", 1)[0]
+    raised = re.findall(r"^([A-Za-z_][\w.]*): (.+)$", python, re.MULTILINE)
+    if not raised:
+        return None
+    name, message = raised[-1]
+    return message if re.match(r"DF-[A-Z]+ ", message) else f"{name.rsplit('.', 1)[-1]}: {message}"

@@ -130,6 +130,18 @@ def expect_all_or_quarantine(rules: Mapping[str, str]) -> Callable[[F], F]:
     return _stack("quarantine", rules)
 
 
+def carries_failures(df: DataFrame) -> bool:
+    """Whether ``df`` says for each row why it goes to quarantine (quarantine rules or ``dp.parse_json``)."""
+    return FAILED in df.columns
+
+
+def passing(df: DataFrame) -> DataFrame:
+    """The rows of a checked ``df`` that belong in the table."""
+    from pyspark.sql import functions as F
+
+    return df.where(F.size(FAILED) == 0) if carries_failures(df) else df
+
+
 def table_schema(df: DataFrame) -> StructType:
     """The schema of the rows ``df`` writes to its table: without the columns only quarantine uses."""
     from pyspark.sql.types import StructType

@@ -18,9 +18,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from deltaflow.api import registering
-from deltaflow.context import SparkProxy
 from deltaflow.errors import DeltaflowError, GraphError
 from deltaflow.graph import PipelineGraph
+from deltaflow.sources.delta import SparkProxy
 from deltaflow.spec import Spec
 
 

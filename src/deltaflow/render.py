@@ -1,4 +1,4 @@
-"""Pictures of a resolved pipeline: plain text, Mermaid and Graphviz DOT (``deltaflow graph``).
+"""Pictures of a resolved pipeline: plain text, JSON, Mermaid and Graphviz DOT (``deltaflow graph``).
 
 Example:
     >>> print(text(resolver))  # doctest: +SKIP
@@ -11,13 +11,14 @@ Example:
 
 from __future__ import annotations
 
+import json
 import re
 from typing import TYPE_CHECKING
 
 from deltaflow.graph import KIND_LABELS
 
 if TYPE_CHECKING:
-    from deltaflow.resolve import Resolver
+    from deltaflow.resolve.resolved import ResolvedGraph as Resolver
 
 
 def _label(resolver: Resolver, name: str) -> str:
@@ -97,4 +98,18 @@ def dot(resolver: Resolver) -> str:
     return "\n".join(lines)
 
 
-FORMATS = {"text": text, "mermaid": mermaid, "dot": dot}
+def as_json(resolver: Resolver) -> str:
+    """One JSON object: each dataset (upstream first) with its kind, location, flows and inputs."""
+    datasets = []
+    for name in resolver.order():
+        dataset = resolver.graph.datasets[name]
+        flows = [{"flow": f.name, "location": str(f.location), "inputs": resolver.flows[f.name].inputs,
+                  "sources": resolver.flows[f.name].sources,
+                  "change_feeds": sorted(resolver.flows[f.name].changes)}
+                 for f in resolver.graph.flows_into(name)]
+        datasets.append({"dataset": name, "kind": resolver.kinds[name], "stored": dataset.stored,
+                         "location": str(dataset.location), "flows": flows})
+    return json.dumps({"datasets": datasets})
+
+
+FORMATS = {"text": text, "json": as_json, "mermaid": mermaid, "dot": dot}

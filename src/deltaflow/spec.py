@@ -130,10 +130,6 @@ class Spec(_Strict):
             return self.storage.rstrip("/")
         return str((self.root / self.storage).resolve())
 
-    def table_path(self, dataset: str) -> str:
-        """Where the Delta table of ``dataset`` lives: ``<storage>/tables/<dataset>``."""
-        return f"{self.storage_path}/tables/{dataset}"
-
     @property
     def spark_conf(self) -> dict[str, str]:
         """The ``spark.*`` entries of ``configuration``."""
@@ -242,10 +238,13 @@ def parse_spec(text: str, path: Path, env: dict[str, str] | None = None) -> Spec
     return spec
 
 
-def load_spec(given: Path | None = None) -> Spec:
-    """Find, read and validate the spec (see :func:`find_spec` for where it is looked for)."""
+def load_spec(given: Path | None = None, env: dict[str, str] | None = None) -> Spec:
+    """Find, read and validate the spec (see :func:`find_spec` for where it is looked for).
+
+    ``env`` holds the values of ``${VAR}`` references (default: the process environment).
+    """
     path = find_spec(given)
-    return parse_spec(path.read_text(), path)
+    return parse_spec(path.read_text(), path, env)
 
 
 def _config_error(exc: ValidationError, path: Path) -> ConfigError:

@@ -66,8 +66,8 @@ def good_event(i: int, rng: random.Random) -> dict[str, Any]:
 
 def test_malformed_events_are_quarantined_with_their_reason_and_good_ones_kept_exactly(
         spark, kafka_bootstrap: str, tmp_path) -> None:  # type: ignore[no-untyped-def]
-    from deltaflow.kafka.admin import create_topic
-    from deltaflow.kafka.generator import produce
+    from deltaflow.dev.topics import create_topic
+    from deltaflow.dev.generator import produce
 
     rng = random.Random(5)
     topic = f"bad-input-{uuid.uuid4().hex[:8]}"

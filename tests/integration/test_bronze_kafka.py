@@ -24,7 +24,7 @@ def bronze():
 
 
 def produce_raw(bootstrap: str, topic: str, values: list[bytes | None]) -> None:
-    from deltaflow.kafka.admin import create_topic
+    from deltaflow.dev.topics import create_topic
 
     create_topic(bootstrap, topic, partitions=1)
     producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
@@ -66,10 +66,10 @@ def test_garbage_and_non_utf8_values_land_byte_for_byte(spark, kafka_bootstrap, 
 
 
 def test_restart_after_clean_stop_appends_nothing(spark, kafka_bootstrap, make_project) -> None:
-    from deltaflow.kafka.generator import produce
+    from deltaflow.dev.generator import produce
 
     topic = f"restart-{uuid.uuid4().hex[:8]}"
-    from deltaflow.kafka.admin import create_topic
+    from deltaflow.dev.topics import create_topic
 
     create_topic(kafka_bootstrap, topic, partitions=3)
     produce(kafka_bootstrap, topic, [{"event_id": str(i)} for i in range(500)])

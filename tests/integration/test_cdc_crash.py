@@ -92,9 +92,9 @@ def table(storage: Path, name: str, columns: list[str] | None = None) -> list[di
 
 @pytest.mark.kafka
 def test_customers_cdc_example_matches_the_reference_model_across_sigkills(kafka_bootstrap, tmp_path) -> None:  # type: ignore[no-untyped-def]
-    from deltaflow.kafka.admin import create_topic
-    from deltaflow.kafka.generator import field_key, produce
-    from deltaflow.sample_data import customer_changes
+    from deltaflow.dev.topics import create_topic
+    from deltaflow.dev.generator import field_key, produce
+    from deltaflow.dev.sample_data import customer_changes
 
     rng = random.Random(20261122)
     topic = f"customer-changes-{uuid.uuid4().hex[:8]}"

@@ -36,8 +36,8 @@ def bronze_events():
 
 
 def test_exactly_once_across_repeated_sigkills(spark, kafka_bootstrap: str, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    from deltaflow.kafka.admin import create_topic
-    from deltaflow.kafka.generator import produce
+    from deltaflow.dev.topics import create_topic
+    from deltaflow.dev.generator import produce
 
     rng = random.Random(20261121)
     topic = f"exactly-once-{uuid.uuid4().hex[:8]}"

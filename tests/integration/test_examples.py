@@ -92,8 +92,8 @@ def hourly_metrics(events: Iterable[dict[str, Any]]) -> dict[Any, tuple[int, int
 @pytest.mark.spark
 @pytest.mark.kafka
 def test_clickstream_gold_equals_a_batch_recomputation(spark, kafka_bootstrap, tmp_path, monkeypatch) -> None:
-    from deltaflow.kafka.admin import create_topic
-    from deltaflow.kafka.generator import clickstream_event, produce, user_key
+    from deltaflow.dev.topics import create_topic
+    from deltaflow.dev.generator import clickstream_event, produce, user_key
 
     folder = use_example("clickstream", tmp_path, monkeypatch, kafka_bootstrap)
     create_topic(kafka_bootstrap, "clicks", partitions=3)
@@ -150,7 +150,7 @@ def daily_sales(orders: Iterable[dict[str, Any]]) -> dict[Any, tuple[int, float,
 
 @pytest.mark.spark
 def test_orders_silver_is_clean_and_gold_exact(spark, tmp_path, monkeypatch) -> None:
-    from deltaflow.sample_data import order_events, write_json_lines
+    from deltaflow.dev.sample_data import order_events, write_json_lines
 
     folder = use_example("orders", tmp_path, monkeypatch)
     landing = tmp_path / "landing" / "orders"
@@ -237,9 +237,9 @@ def suspicious(tx: dict[str, Any], dimension: dict[str, dict[str, Any]]) -> bool
 @pytest.mark.spark
 @pytest.mark.kafka
 def test_fraud_flags_with_the_dimension_as_of_each_run(spark, kafka_bootstrap, tmp_path, monkeypatch) -> None:
-    from deltaflow.kafka.admin import create_topic
-    from deltaflow.kafka.generator import produce
-    from deltaflow.sample_data import customer_key, customer_records, transaction_event, write_json_lines
+    from deltaflow.dev.topics import create_topic
+    from deltaflow.dev.generator import produce
+    from deltaflow.dev.sample_data import customer_key, customer_records, transaction_event, write_json_lines
 
     folder = use_example("fraud", tmp_path, monkeypatch, kafka_bootstrap)
     landing = tmp_path / "landing" / "customers"

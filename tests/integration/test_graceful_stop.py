@@ -27,8 +27,8 @@ def rows_in(path: str) -> int:
 
 
 def test_sigterm_stops_cleanly_and_restart_reappends_nothing(kafka_bootstrap: str, tmp_path: Path) -> None:
-    from deltaflow.kafka.admin import create_topic
-    from deltaflow.kafka.generator import produce
+    from deltaflow.dev.topics import create_topic
+    from deltaflow.dev.generator import produce
 
     topic = f"graceful-{uuid.uuid4().hex[:8]}"
     create_topic(kafka_bootstrap, topic, partitions=3)
@@ -72,8 +72,8 @@ def test_stop_under_steady_input_ends_and_loses_nothing(spark, kafka_bootstrap: 
     """With input arriving all the time a new batch starts the instant one commits; stop must still end."""
     import threading
 
-    from deltaflow.kafka.admin import create_topic
-    from deltaflow.kafka.generator import EventGenerator
+    from deltaflow.dev.topics import create_topic
+    from deltaflow.dev.generator import EventGenerator
     from deltaflow.loader import load_graph
     from deltaflow.runtime.runner import PipelineRun
     from deltaflow.runtime.triggers import Trigger

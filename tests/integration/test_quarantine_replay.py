@@ -14,7 +14,7 @@ from deltalake import DeltaTable
 
 from deltaflow.context import PipelineContext
 from deltaflow.loader import load_graph
-from deltaflow.ops.replay import apply_replay, pending_replay, replay_quarantine, start_replay
+from deltaflow.commands.replay import apply_replay, pending_replay, replay_quarantine, start_replay
 from deltaflow.resolve import Resolver
 from deltaflow.runtime.runner import PipelineRun
 from deltaflow.runtime.triggers import Trigger
@@ -55,8 +55,8 @@ def resolver(spark, project: Project) -> Resolver:  # type: ignore[no-untyped-de
 
 
 def test_replay_after_fixing_the_rule_feeds_each_row_once(spark, kafka_bootstrap: str, tmp_path) -> None:  # type: ignore[no-untyped-def]
-    from deltaflow.kafka.admin import create_topic
-    from deltaflow.kafka.generator import produce
+    from deltaflow.dev.topics import create_topic
+    from deltaflow.dev.generator import produce
 
     topic = f"replay-{uuid.uuid4().hex[:8]}"
     create_topic(kafka_bootstrap, topic, partitions=2)

@@ -20,11 +20,11 @@ from cdc_model import replay, scd1, scd2
 from deltaflow.context import PipelineContext
 from deltaflow.errors import FlowError, GraphError
 from deltaflow.loader import load_graph
-from deltaflow.ops.changes import table_changes
+from deltaflow.commands.changes import table_changes
 from deltaflow.resolve import Resolver
 from deltaflow.runtime.runner import PipelineRun, RunPlan
 from deltaflow.runtime.triggers import Trigger
-from deltaflow.sample_data import customer_changes
+from deltaflow.dev.sample_data import customer_changes
 from deltaflow.spec import load_spec
 from helpers import Project, cli_env
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from deltaflow.ops.status import _flow_status
+from deltaflow.commands.status import _flow_status
 
 NOW = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)
 

@@ -2,11 +2,11 @@
 
 A listener (a Spark ``StreamingQueryListener``, :func:`event_log_listener`) turns each query progress into a
 :class:`BatchEvent`; a writer thread appends them with ``deltalake`` (no Spark job, so logging never
-competes with the flows), every second or so. The table is ``<storage>/_event_log``: Spark, ``deltalake``
-and ``deltaflow status`` read it.
+competes with the flows), every second or so. The table is ``StorageLayout.event_log``
+(``<storage>/_event_log``): Spark, ``deltalake`` and ``deltaflow status`` read it.
 
 Example:
-    >>> log = EventLog("/data", pipeline="clickstream")  # doctest: +SKIP
+    >>> log = EventLog(layout.event_log, pipeline="clickstream")  # doctest: +SKIP
     >>> spark.streams.addListener(event_log_listener(log))  # doctest: +SKIP
     >>> log.close()  # doctest: +SKIP
 
@@ -27,13 +27,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import pyarrow as pa
 
-EVENT_LOG = "_event_log"
 FLUSH_SECONDS = 1.0
-
-
-def event_log_path(storage: str) -> str:
-    """Where the event log of the pipeline stored at ``storage`` lives."""
-    return f"{storage}/{EVENT_LOG}"
 
 
 @dataclass(frozen=True)
@@ -149,17 +143,17 @@ def end_event(pipeline: str, run_id: str, flow: str, state: str, error: str | No
 
 
 class EventLog:
-    """Appends events to ``<storage>/_event_log`` from a background thread.
+    """Appends events to the event log's Delta table from a background thread.
 
     Args:
-        storage: The pipeline's storage folder.
+        path: The event log's table (``StorageLayout.event_log``).
         pipeline: The pipeline's name (a column, so several pipelines may share a log reader).
         run_id: This run's id (default: a new one).
 
     """
 
-    def __init__(self, storage: str, pipeline: str, run_id: str | None = None) -> None:
-        self.path = event_log_path(storage)
+    def __init__(self, path: str, pipeline: str, run_id: str | None = None) -> None:
+        self.path = path
         self.pipeline = pipeline
         self.run_id = run_id or uuid.uuid4().hex
         self._queue: queue.Queue[BatchEvent | None] = queue.Queue()

@@ -6,8 +6,10 @@ Flows that stop by themselves (available-now, once) start once the flows they re
 one run carries new data from bronze to gold; continuous flows all start at once. A stop request (Ctrl-C,
 SIGTERM) lets each flow finish the batch it is writing, then stops it.
 
+Build it through the facade, :meth:`deltaflow.pipeline.Pipeline.start` / ``run``.
+
 Example:
-    >>> run = PipelineRun(spec, graph, spark, Trigger("available_now"))  # doctest: +SKIP
+    >>> run = PipelineRun(context, graph, Trigger("available_now"))  # doctest: +SKIP
     >>> outcomes = run.run(threading.Event())
 
 """
@@ -20,27 +22,21 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
-from deltaflow.context import PipelineContext
-from deltaflow.errors import ConfigError, FlowError
-from deltaflow.expectations import FAILED, table_schema
+from deltaflow.errors import ConfigError, FlowError, first_line
 from deltaflow.graph import suggest
-from deltaflow.resolve import ReadMode, Resolver, first_line
-from deltaflow.runtime.checkpoints import checkpoint_path, clear_interrupted_writes, current_generation
+from deltaflow.resolve.resolver import Resolver
 from deltaflow.runtime.event_log import EventLog, end_event, event_log_listener
 from deltaflow.runtime.refresh import FullRefresh
 from deltaflow.runtime.triggers import Trigger
-from deltaflow.sinks.append import check_schema, ensure_table, start_append
-from deltaflow.sinks.cdc import AutoCdcWriter, tombstone_retention
-from deltaflow.sinks.foreach_batch import start_foreach_batch
-from deltaflow.sinks.materialize import MaterializedView
-from deltaflow.sinks.quarantine import ensure_quarantine, quarantine_table, split_writer
+from deltaflow.sinks.tables import ensure_table, replace_rows
+from deltaflow.sinks.writer import FlowWriters
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
     from pyspark.sql.streaming.query import StreamingQuery
 
+    from deltaflow.context import PipelineContext
     from deltaflow.graph import Flow, PipelineGraph
-    from deltaflow.spec import Spec
+    from deltaflow.resolve.reads import ReadMode
 
 POLL_SECONDS = 0.2
 MAX_SCHEMA_RESTARTS = 10  # per flow and run: a schema that keeps changing is not a restart loop
@@ -109,9 +105,8 @@ class PipelineRun:
     """The running queries of one pipeline.
 
     Args:
-        spec: The validated spec.
+        context: The session, spec and storage layout to run with.
         graph: The loaded definitions.
-        spark: The session to run in.
         trigger: When flows run.
         on_batch: Called (on the caller's thread) for every micro-batch that read rows.
         plan: What to run and what to rebuild (default: run everything).
@@ -120,34 +115,34 @@ class PipelineRun:
 
     """
 
-    def __init__(self, spec: Spec, graph: PipelineGraph, spark: SparkSession, trigger: Trigger,
+    def __init__(self, context: PipelineContext, graph: PipelineGraph, trigger: Trigger,
                  on_batch: ProgressCallback | None = None, plan: RunPlan | None = None,
                  flow_triggers: Mapping[str, Trigger] | None = None,
                  on_message: MessageCallback | None = None) -> None:
-        self.spec = spec
+        self.context = context
+        self.spec = context.spec
+        self.layout = context.layout
         self.graph = graph
-        self.spark = spark
+        self.spark = context.spark
         self.trigger = trigger
         self.on_batch = on_batch
         self.plan = plan or RunPlan()
         self.flow_triggers = dict(flow_triggers or {})
         self.on_message = on_message or (lambda message: None)
-        self.context = PipelineContext(spark=spark, spec=spec)
-        self.resolver = Resolver(graph, self.context)
+        self.resolver = Resolver(graph, context)
+        self.writers = FlowWriters(self.resolver)
         self.queries: dict[str, StreamingQuery] = {}
-        self.views: dict[str, MaterializedView] = {}
         self.pending: list[str] = []
         self.finished: dict[str, FlowOutcome] = {}
         self._reported: dict[str, int] = {}
         self._schema_restarts: dict[str, int] = {}
-        self.event_log = EventLog(spec.storage_path, spec.name)
+        self.event_log = EventLog(self.layout.event_log, self.spec.name)
         self._listener = event_log_listener(self.event_log)
 
     # -- starting ---------------------------------------------------------------------------------------
 
     def start(self) -> None:
         """Resolve the graph, create tables, do full refreshes, and start the flows that can start."""
-        self.plan.check(self.graph)
         self.spark.streams.addListener(self._listener)
         self.resolver.resolve()
         selected = self._selected()
@@ -172,26 +167,25 @@ class PipelineRun:
 
         A refresh left unfinished by an earlier run is finished, with everything downstream of it.
         """
-        storage = self.spec.storage_path
         names = set(self.graph.datasets) if self.plan.full_refresh_all else set(self.plan.full_refresh)
-        names |= {d for d in selected if FullRefresh(storage, d).pending() is not None}
+        names |= {d for d in selected if FullRefresh(self.layout, d).pending() is not None}
         ordered = [d for d in self.resolver.order()
                    if d in self.resolver.downstream(names) and self.graph.datasets[d].runs]
         for dataset in ordered:
-            refresh = FullRefresh(storage, dataset)
+            refresh = FullRefresh(self.layout, dataset)
             if refresh.pending() is None:
-                refresh.request({f.name: current_generation(storage, dataset, f.name) + 1
+                refresh.request({f.name: self.layout.current_generation(dataset, f.name) + 1
                                  for f in self.graph.flows_into(dataset)})
         return ordered
 
     def _full_refresh(self, dataset: str) -> None:
-        refresh = FullRefresh(self.spec.storage_path, dataset)
+        refresh = FullRefresh(self.layout, dataset)
         kind = self.resolver.kinds[dataset]
         how = {"table": "rebuild in staging", "materialized_view": "recompute"}.get(kind, "from scratch")
         self.on_message(f"{dataset}: full refresh ({how})")
         try:
             if kind == "materialized_view":
-                self._view(dataset).refresh_all()
+                self.writers.view(dataset).refresh_all()
             elif kind == "table":
                 self._refill(dataset, refresh)
         except FlowError:
@@ -206,18 +200,15 @@ class PipelineRun:
         ensure_table(self.spark, spec, refresh.staging, self.resolver.schemas[dataset],
                      self.resolver.table_properties(dataset))
         for flow in self.graph.flows_into(dataset):
-            query = self._start_flow(flow, path=refresh.staging, trigger=Trigger("available_now"))
+            query = self.writers.start(flow, Trigger("available_now"), into=refresh.staging)
+            assert query is not None  # a streaming table's flow always runs
             query.awaitTermination()
             error = query.exception()
             if error is not None:
                 raise FlowError(f"full refresh of '{dataset}': flow '{flow.name}' failed: "
                                 f"{first_line(error)}", location=str(flow.location))
-        staged = self.spark.read.format("delta").load(refresh.staging)
-        writer = staged.write.format("delta").mode("overwrite").option("overwriteSchema", "true")
-        if spec.partition_cols:
-            writer = writer.partitionBy(*spec.partition_cols)
-        writer.save(self.context.table_path(dataset))
-        self.on_message(f"{dataset}: replaced with {staged.count():,} rebuilt rows")
+        rows = replace_rows(self.spark, spec, refresh.staging, self.layout.table(dataset))
+        self.on_message(f"{dataset}: replaced with {rows:,} rebuilt rows")
 
     def _start_ready(self, stop: threading.Event) -> None:
         for name in list(self.pending):
@@ -228,10 +219,7 @@ class PipelineRun:
                 self._start(self.graph.flows[name])
 
     def _upstream_flows(self, flow: str) -> list[tuple[str, ReadMode]]:
-        stored: dict[str, ReadMode] = {}
-        for name, mode in self.resolver.flows[flow].inputs.items():
-            view = self.resolver.kinds[name] == "temporary_view"
-            stored.update(self.resolver.stored_inputs(name) if view else {name: mode})
+        stored = self.resolver.flow_stored_inputs(flow)
         return [(f.name, mode) for d, mode in stored.items() for f in self.graph.flows_into(d)]
 
     def _settled(self, flow: str, mode: ReadMode) -> bool:
@@ -252,58 +240,18 @@ class PipelineRun:
 
     def _start(self, flow: Flow) -> None:
         try:
-            if self.resolver.kinds[flow.target] == "materialized_view":
-                query = self._view(flow.target).start(self.trigger_of(flow.name))
-                if query is None:
-                    self.finished[flow.name] = FlowOutcome(flow.name, str(flow.location), "completed")
-                    return
-            else:
+            if self.resolver.kinds[flow.target] != "materialized_view":
                 # Built again now: the tables it reads may have gained columns since the graph was resolved
                 # (an upstream flow of this run evolved them), and a stream keeps the schema it was built on.
                 self.resolver.rebuild_flow(flow.name)
-                query = self._start_flow(flow, path=self.context.table_path(flow.target),
-                                         trigger=self.trigger_of(flow.name))
+            query = self.writers.start(flow, self.trigger_of(flow.name))
         except Exception as exc:
             self.finished[flow.name] = FlowOutcome(flow.name, str(flow.location), "failed", first_line(exc))
             return
-        self.queries[flow.name] = query
-
-    def _start_flow(self, flow: Flow, *, path: str, trigger: Trigger) -> StreamingQuery:
-        """Start ``flow``'s query writing to ``path``: an append, an auto CDC MERGE, or a sink function."""
-        storage = self.spec.storage_path
-        checkpoint = checkpoint_path(storage, flow.target, flow.name,
-                                     current_generation(storage, flow.target, flow.name))
-        clear_interrupted_writes(checkpoint)
-        df = self.resolver.flows[flow.name].df
-        target = self.graph.datasets[flow.target]
-        if flow.cdc is not None:
-            retention = tombstone_retention(flow, self.resolver.table_properties(flow.target))
-            writer = AutoCdcWriter(flow, path, checkpoint, retention)
-            writer.prepare(self.spark, df.schema)
-            return start_foreach_batch(df, name=flow.name, handler=writer.apply, checkpoint=checkpoint,
-                                       trigger=trigger)
-        if target.handler is not None:
-            return start_foreach_batch(df, name=flow.name, handler=target.handler, checkpoint=checkpoint,
-                                       trigger=trigger)
-        check_schema(self.spark, flow, target, path, table_schema(df),
-                     sole_writer=len(self.graph.flows_into(flow.target)) == 1)
-        if FAILED in df.columns:  # quarantine rules: the table and its quarantine, in one idempotent batch
-            quarantine = self.context.table_path(quarantine_table(flow.target))
-            ensure_quarantine(self.spark, quarantine)
-            handler = split_writer(flow.name, path, quarantine, target.partition_cols, target.merge_schema)
-            return start_foreach_batch(df, name=flow.name, handler=handler, checkpoint=checkpoint,
-                                       trigger=trigger)
-        return start_append(df, name=flow.name, path=path, trigger=trigger, checkpoint=checkpoint,
-                            partition_cols=target.partition_cols, merge_schema=target.merge_schema)
-
-    def _view(self, dataset: str) -> MaterializedView:
-        if dataset not in self.views:
-            storage = self.spec.storage_path
-            generation = current_generation(storage, dataset, dataset)
-            checkpoint = checkpoint_path(storage, dataset, dataset, generation)
-            clear_interrupted_writes(checkpoint)
-            self.views[dataset] = MaterializedView(self.resolver, dataset, checkpoint)
-        return self.views[dataset]
+        if query is None:
+            self.finished[flow.name] = FlowOutcome(flow.name, str(flow.location), "completed")
+        else:
+            self.queries[flow.name] = query
 
     # -- watching ---------------------------------------------------------------------------------------
 
@@ -407,14 +355,13 @@ class PipelineRun:
                 result.append(FlowOutcome(name, location, "stopped" if stopped else "completed"))
         return result
 
-    def run(self, stop: threading.Event) -> list[FlowOutcome]:
-        """Start, wait, and raise :class:`FlowError` naming every failed flow."""
-        try:
-            self.start()
-        except BaseException:
-            self.stop()
-            self._close_event_log([])
-            raise
+    def abort(self) -> None:
+        """Stop whatever started, after a failure to start the run."""
+        self.stop()
+        self._close_event_log([])
+
+    def finish(self, stop: threading.Event) -> list[FlowOutcome]:
+        """Wait (see :meth:`wait`), and raise :class:`FlowError` naming every failed flow."""
         outcomes = self.wait(stop)
         failed = [o for o in outcomes if o.state == "failed"]
         if failed:

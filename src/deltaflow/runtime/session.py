@@ -2,7 +2,8 @@
 
 Defaults (each overridable from the spec's ``configuration``): ``spark.master=local[*]``, shuffle
 partitions equal to the cores, UI off, Delta's SQL extension and catalog, the Delta and Kafka-connector
-jars from deltaflow's cache, driver logging at ERROR.
+jars from deltaflow's cache, driver logging at ERROR (``$DELTAFLOW_LOG_LEVEL``, set by ``deltaflow -v``,
+changes it).
 
 Example:
     >>> spark = build_session(spec)  # doctest: +SKIP
@@ -24,9 +25,10 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from deltaflow.spec import Spec
+    from deltaflow.storage import StorageLayout
 
 
-def default_conf(storage: str | None = None) -> dict[str, str]:
+def default_conf(layout: StorageLayout | None = None) -> dict[str, str]:
     """Deltaflow's Spark settings before the spec's ``configuration`` is applied."""
     cores = os.cpu_count() or 2
     log4j = resources.files("deltaflow.runtime") / "jvm" / "log4j2-driver.properties"
@@ -48,8 +50,8 @@ def default_conf(storage: str | None = None) -> dict[str, str]:
         "spark.driver.extraJavaOptions": f"-Dlog4j.configurationFile={log4j} -Duser.timezone=UTC -Xss16m",
         "spark.sql.streaming.stopTimeout": "60s",
     }
-    if storage and "://" not in storage:
-        conf["spark.sql.warehouse.dir"] = f"{storage}/_warehouse"
+    if layout is not None and layout.is_local:
+        conf["spark.sql.warehouse.dir"] = layout.warehouse
     return conf
 
 
@@ -65,7 +67,9 @@ def build_session(spec: Spec | None = None, extra: dict[str, str] | None = None)
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    conf = default_conf(spec.storage_path if spec else None)
+    from deltaflow.storage import StorageLayout
+
+    conf = default_conf(StorageLayout.of(spec) if spec else None)
     if spec is not None:
         conf["spark.app.name"] = f"deltaflow:{spec.name}"
         conf.update(spec.spark_conf)
@@ -73,4 +77,7 @@ def build_session(spec: Spec | None = None, extra: dict[str, str] | None = None)
     builder = SparkSession.builder
     for key, value in conf.items():
         builder = builder.config(key, value)
-    return builder.getOrCreate()
+    spark = builder.getOrCreate()
+    if level := os.environ.get("DELTAFLOW_LOG_LEVEL"):  # set by `deltaflow -v`
+        spark.sparkContext.setLogLevel(level)
+    return spark

@@ -2,86 +2,34 @@
 
 Delta's streaming sink records the query id and batch id of every micro-batch it commits in the table's
 transaction log, and skips a batch it already committed: a batch replayed after a crash adds nothing.
-The table is created before the first batch (empty, with its partitioning, properties and comment), so
-readers and downstream flows see a table as soon as the pipeline starts.
+The table exists before the first batch (see :mod:`deltaflow.sinks.tables`), so readers and downstream
+flows see a table as soon as the pipeline starts.
+
+Example:
+    >>> query = start_append(df, name="bronze", path=layout.table("bronze"),  # doctest: +SKIP
+    ...                      checkpoint=layout.checkpoint("bronze", "bronze"), trigger=Trigger("once"))
+
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from deltaflow.errors import SinkError
-from deltaflow.runtime.triggers import Trigger
-
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import DataFrame
     from pyspark.sql.streaming.query import StreamingQuery
-    from pyspark.sql.types import StructType
 
-    from deltaflow.graph import Dataset, Flow
-
-
-def ensure_table(spark: SparkSession, dataset: Dataset, path: str, schema: StructType,
-                 properties: Mapping[str, str]) -> None:
-    """Create the Delta table at ``path`` with ``schema`` and table ``properties`` unless it exists."""
-    from delta.tables import DeltaTable
-
-    builder = DeltaTable.createIfNotExists(spark).location(path).addColumns(schema)
-    if dataset.partition_cols:
-        builder = builder.partitionedBy(*dataset.partition_cols)
-    for key, value in properties.items():
-        builder = builder.property(key, value)
-    if dataset.comment:
-        builder = builder.comment(dataset.comment)
-    builder.execute()
-
-
-def check_schema(spark: SparkSession, flow: Flow, dataset: Dataset, path: str, schema: StructType,
-                 sole_writer: bool = True) -> None:
-    """Check that rows of ``schema`` fit the table at ``path`` before the flow writes any.
-
-    An added column is taken only with ``merge_schema``. A column the table has but the flow no longer
-    writes (dropped or renamed), or a column whose type changed, stops the flow: writing on would put
-    nulls or other values where the table's readers expect the old column.
-
-    Raises:
-        SinkError: Naming the column(s) and the way out.
-
-    """
-    from delta.tables import DeltaTable
-
-    table = DeltaTable.forPath(spark, path).toDF().schema
-    added = [f"'{f.name}' ({f.dataType.simpleString()})" for f in schema.fields if f.name not in table.names]
-    gone = [f"'{name}'" for name in table.names if name not in schema.names]
-    if gone and sole_writer and dataset.schema is None:
-        new = f", and writes new column(s) {', '.join(added)}: a rename?" if added else ""
-        raise SinkError(f"flow '{flow.name}' no longer writes column(s) {', '.join(gone)} of table "
-                        f"'{dataset.name}'{new}", location=str(flow.location),
-                        hint=f"a dropped or renamed column needs a rebuild: deltaflow run --full-refresh "
-                        f"{dataset.name}")
-    if added and not dataset.merge_schema:
-        raise SinkError(f"flow '{flow.name}' writes new column(s) {', '.join(added)} that table "
-                        f"'{dataset.name}' does not have", location=str(flow.location),
-                        hint=f"declare '{dataset.name}' with merge_schema=True to add them, or leave them "
-                        "out of the query")
-    for field in schema.fields:
-        if field.name in table.names:
-            before, now = table[field.name].dataType.simpleString(), field.dataType.simpleString()
-            if before != now:
-                raise SinkError(f"flow '{flow.name}' writes column '{field.name}' as {now}, but table "
-                                f"'{dataset.name}' holds it as {before}", location=str(flow.location),
-                                hint="a type change needs a rebuild: deltaflow run --full-refresh "
-                                f"{dataset.name}")
+    from deltaflow.runtime.triggers import Trigger
+    from deltaflow.storage import FlowCheckpoint
 
 
 def start_append(
-    df: DataFrame, *, name: str, path: str, checkpoint: str, trigger: Trigger,
+    df: DataFrame, *, name: str, path: str, checkpoint: FlowCheckpoint, trigger: Trigger,
     partition_cols: tuple[str, ...] = (), merge_schema: bool = False,
 ) -> StreamingQuery:
     """Start the streaming query that appends ``df`` to the Delta table at ``path``."""
     writer = (df.writeStream.format("delta").outputMode("append").queryName(name)
-              .option("checkpointLocation", checkpoint))
+              .option("checkpointLocation", checkpoint.path))
     if merge_schema:
         writer = writer.option("mergeSchema", "true")
     if partition_cols:

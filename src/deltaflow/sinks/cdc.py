@@ -21,7 +21,8 @@ reads are never changed by the batch itself in a way that alters its result, so 
 same writes.
 
 Example:
-    >>> writer = AutoCdcWriter(flow, target_path, checkpoint, retention_seconds=172800)  # doctest: +SKIP
+    >>> tombstones = checkpoint.tombstones  # doctest: +SKIP
+    >>> writer = AutoCdcWriter(flow, target_path, tombstones, retention_seconds=172800)  # doctest: +SKIP
     >>> query = start_foreach_batch(df, name=flow.name, handler=writer.apply, ...)  # doctest: +SKIP
 
 """
@@ -122,19 +123,18 @@ class AutoCdcWriter:
     Args:
         flow: The auto CDC flow.
         path: The target Delta table.
-        checkpoint: The flow's checkpoint folder (the tombstones live in it, so a full refresh resets them).
+        tombstones: The flow's tombstone table (in its checkpoint, so a full refresh starts without them).
         retention_seconds: How long a tombstone is kept.
 
     """
 
     flow: Flow
     path: str
-    checkpoint: str
+    tombstones: str
     retention_seconds: int = DEFAULT_TOMBSTONE_SECONDS
 
     def __post_init__(self) -> None:
         self.cdc = _cdc(self.flow)
-        self.tombstones = f"{self.checkpoint}/tombstones"
         self.kept: list[str] = []
 
     def prepare(self, spark: SparkSession, source: StructType) -> None:

@@ -1,12 +1,14 @@
 """Run a function on every micro-batch of a flow, with every Delta write inside it idempotent.
 
-Used for ``@dp.foreach_batch_sink`` functions and for auto CDC flows alike: before the function runs, the
-batch's session gets the flow's ``txnAppId`` / ``txnVersion`` (see :mod:`deltaflow.sinks.idempotent`), so a
-batch replayed after a crash commits nothing a second time, whichever tables it writes.
+Used for ``@dp.foreach_batch_sink`` functions, auto CDC flows and quarantine splits alike: before the
+function runs, the batch's session gets the flow's ``txnAppId`` / ``txnVersion`` (see
+:mod:`deltaflow.sinks.idempotent`), so a batch replayed after a crash commits nothing a second time,
+whichever tables it writes.
 
 Example:
-    >>> query = start_foreach_batch(df, name="to_both", handler=two_locations,  # doctest: +SKIP
-    ...                             checkpoint=checkpoint, trigger=Trigger("available_now"))
+    >>> query = start_foreach_batch(  # doctest: +SKIP
+    ...     df, name="to_both", handler=two_locations, layout=layout, checkpoint=checkpoint,
+    ...     trigger=Trigger("available_now"))
 
 """
 
@@ -22,21 +24,22 @@ if TYPE_CHECKING:
 
     from deltaflow.graph import BatchHandler
     from deltaflow.runtime.triggers import Trigger
+    from deltaflow.storage import FlowCheckpoint, StorageLayout
 
 
 def start_foreach_batch(
-    df: DataFrame, *, name: str, handler: BatchHandler, checkpoint: str, trigger: Trigger,
+    df: DataFrame, *, name: str, handler: BatchHandler, layout: StorageLayout, checkpoint: FlowCheckpoint,
+    trigger: Trigger,
 ) -> StreamingQuery:
     """Start the streaming query handing each micro-batch of ``df`` to ``handler(batch, batch_id)``."""
     app_id: list[str] = []
 
     def on_batch(batch: DataFrame, batch_id: int) -> None:
-        session = batch.sparkSession
         if not app_id:
-            app_id.append(flow_app_id(session, checkpoint))
-        with idempotent_writes(session, app_id[0], batch_id):
+            app_id.append(flow_app_id(layout, checkpoint))
+        with idempotent_writes(batch.sparkSession, app_id[0], batch_id):
             handler(batch, batch_id)
 
     writer = (df.writeStream.queryName(name).foreachBatch(on_batch)
-              .option("checkpointLocation", checkpoint))
+              .option("checkpointLocation", checkpoint.path))
     return trigger.apply(writer).start()

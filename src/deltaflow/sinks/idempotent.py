@@ -2,16 +2,18 @@
 
 Delta records a ``(txnAppId, txnVersion)`` pair in a table's log with each commit that carries one, and
 skips a later write with the same app id and a version not above the recorded one. deltaflow takes the
-app id from the flow's checkpoint identity (its folder and query id, so a full refresh, which starts a new
-checkpoint, gets a new one) and the version from the batch id. A batch replayed after a crash between its
+app id from the flow's checkpoint identity (:meth:`~deltaflow.storage.layout.FlowCheckpoint.app_id`: its
+dataset, flow, generation and query id, so a full refresh, which starts a new checkpoint, gets a new one)
+and the version from the batch id. A batch replayed after a crash between its
 Delta commit and its checkpoint commit therefore writes nothing.
 
 The pair is set as session configuration on the batch's own session: Spark runs every streaming query in
 a clone of the session it was started from, so concurrent flows never see each other's pair, and the
-setting covers every kind of Delta write (``DataFrameWriter``, ``DeltaTable.merge``, SQL DML).
+setting covers every kind of Delta write (``DataFrameWriter``, ``DeltaTable.merge``, SQL DML). This is
+the one way deltaflow stamps its writes: appends, views, auto CDC, foreach-batch sinks, replays.
 
 Example:
-    >>> app_id = flow_app_id(spark, "/data/_checkpoints/customers/customers/0")  # doctest: +SKIP
+    >>> app_id = flow_app_id(layout, layout.checkpoint("customers", "customers"))  # doctest: +SKIP
     >>> with idempotent_writes(batch_df.sparkSession, app_id, batch_id):  # doctest: +SKIP
     ...     batch_df.write.format("delta").mode("append").save(path)
 
@@ -19,7 +21,6 @@ Example:
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
@@ -27,18 +28,18 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from deltaflow.storage import FlowCheckpoint, StorageLayout
+
 TXN_APP_ID = "spark.databricks.delta.write.txnAppId"
 TXN_VERSION = "spark.databricks.delta.write.txnVersion"
 
 
-def flow_app_id(spark: SparkSession, checkpoint: str) -> str:
+def flow_app_id(layout: StorageLayout, checkpoint: FlowCheckpoint) -> str:
     """``deltaflow:<dataset>/<flow>/<generation>:<query id>`` for the flow checkpointed at ``checkpoint``.
 
     Call it once the flow's query has started (the query id is in the checkpoint's ``metadata`` file).
     """
-    metadata = spark.read.text(f"{checkpoint}/metadata").first()
-    query_id = json.loads(metadata[0])["id"] if metadata else "unknown"
-    return f"deltaflow:{checkpoint.rsplit('/_checkpoints/', 1)[-1]}:{query_id}"
+    return checkpoint.app_id(layout.query_id(checkpoint))
 
 
 @contextmanager

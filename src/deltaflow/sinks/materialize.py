@@ -2,14 +2,16 @@
 
 A view is refreshed by a small streaming query over the pipeline tables it reads (its *driver*): every
 micro-batch of new rows upstream triggers a refresh, so the view is fresh within one trigger. The refresh
-is a Delta overwrite carrying ``txnAppId`` / ``txnVersion`` (the flow's checkpoint identity and the batch
-id): a batch replayed after a crash is skipped by Delta instead of written twice.
+is built on the micro-batch's own session and written as a Delta overwrite inside
+:func:`~deltaflow.sinks.idempotent.idempotent_writes` (the flow's checkpoint identity and the batch id): a
+batch replayed after a crash is skipped by Delta instead of written twice.
 
 With :func:`deltaflow.by_window`, only the windows the new rows fall in are recomputed, from every row of
 the inputs in those windows (so late rows and distinct counts stay exact), and replaced with
 ``replaceWhere``; a batch touching more than :data:`MAX_WINDOWS` windows recomputes everything.
 
 Example:
+    >>> checkpoint = layout.checkpoint("gold_hourly", "gold_hourly")  # doctest: +SKIP
     >>> view = MaterializedView(resolver, "gold_hourly", checkpoint)  # doctest: +SKIP
     >>> query = view.start(Trigger("continuous"))
 
@@ -21,14 +23,15 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from deltaflow.errors import SinkError
-from deltaflow.sinks.idempotent import flow_app_id
+from deltaflow.sinks.idempotent import flow_app_id, idempotent_writes
 
 if TYPE_CHECKING:
-    from pyspark.sql import Column, DataFrame
+    from pyspark.sql import Column, DataFrame, SparkSession
     from pyspark.sql.streaming.query import StreamingQuery
 
-    from deltaflow.resolve import Resolver
+    from deltaflow.resolve.resolver import Resolver
     from deltaflow.runtime.triggers import Trigger
+    from deltaflow.storage import FlowCheckpoint
 
 MAX_WINDOWS = 64
 _WINDOW_START, _WINDOW_END, _FULL = "_df_window_start", "_df_window_end", "_df_full"
@@ -47,12 +50,13 @@ class MaterializedView:
 
     resolver: Resolver
     name: str
-    checkpoint: str
+    checkpoint: FlowCheckpoint
 
     def __post_init__(self) -> None:
         self.dataset = self.resolver.graph.datasets[self.name]
         self.flow = self.resolver.graph.flows[self.name]
-        self.path = self.resolver.context.table_path(self.name)
+        self.layout = self.resolver.context.layout
+        self.path = self.layout.table(self.name)
         self.refreshes = 0
         self._app_id: str | None = None
 
@@ -61,9 +65,9 @@ class MaterializedView:
         """The stored pipeline datasets the view reads."""
         return list(self.resolver.stored_inputs(self.name))
 
-    def refresh_all(self, batch_id: int | None = None) -> None:
-        """Recompute the whole view and replace its rows."""
-        self._write(self.resolver.rebuild(self.flow), batch_id)
+    def refresh_all(self, batch_id: int | None = None, spark: SparkSession | None = None) -> None:
+        """Recompute the whole view and replace its rows (on ``spark``, default the pipeline's session)."""
+        self._write(self.resolver.rebuild(self.flow, spark=spark), batch_id)
 
     def start(self, trigger: Trigger) -> StreamingQuery | None:
         """Start the driver query; without pipeline inputs, refresh once now and return None."""
@@ -71,7 +75,7 @@ class MaterializedView:
             self.refresh_all()
             return None
         writer = (self._driver().writeStream.queryName(self.name).foreachBatch(self._on_batch)
-                  .option("checkpointLocation", self.checkpoint))
+                  .option("checkpointLocation", self.checkpoint.path))
         return trigger.apply(writer).start()
 
     def _driver(self) -> DataFrame:
@@ -84,7 +88,7 @@ class MaterializedView:
             reader = spark.readStream.format("delta")
             if self.resolver.rewrites(name):
                 reader = reader.option("ignoreChanges", "true")  # a rewrite is new data for us
-            df = reader.load(self.resolver.context.table_path(name))
+            df = reader.load(self.layout.table(name))
             if refresh is not None and refresh.column in df.columns:
                 window = F.window(refresh.column, refresh.duration)
                 df = df.select(F.unix_micros(window.start).alias(_WINDOW_START),
@@ -102,20 +106,21 @@ class MaterializedView:
         from pyspark.sql import functions as F
 
         refresh = self.dataset.refresh
+        session = batch.sparkSession
         if refresh is None:
-            self.refresh_all(batch_id)
+            self.refresh_all(batch_id, session)
             return
         touched = batch.groupBy(_WINDOW_START, _WINDOW_END).agg(F.max(_FULL).alias(_FULL)).collect()
         if not touched:
             return
         if any(row[_FULL] for row in touched) or len(touched) > MAX_WINDOWS:
-            self.refresh_all(batch_id)
+            self.refresh_all(batch_id, session)
             return
         windows = sorted((int(row[_WINDOW_START]), int(row[_WINDOW_END])) for row in touched)
         restrict = {name: _in_windows(refresh.column, windows) for name in self.inputs
                     if refresh.column in self.resolver.schemas[name].names}
         starts = ", ".join(f"timestamp_micros({start})" for start, _ in windows)
-        self._write(self.resolver.rebuild(self.flow, restrict), batch_id,
+        self._write(self.resolver.rebuild(self.flow, restrict, session), batch_id,
                     replace_where=f"{refresh.output} IN ({starts})")
 
     def _write(self, df: DataFrame, batch_id: int | None, replace_where: str | None = None) -> None:
@@ -124,10 +129,12 @@ class MaterializedView:
             writer = writer.option("replaceWhere", replace_where)
         else:
             writer = writer.option("overwriteSchema", "true")
-        if batch_id is not None:
-            writer = writer.option("txnAppId", self.app_id()).option("txnVersion", batch_id)
         try:
-            writer.save(self.path)
+            if batch_id is None:
+                writer.save(self.path)
+            else:
+                with idempotent_writes(df.sparkSession, self.app_id(), batch_id):
+                    writer.save(self.path)
         except Exception as exc:
             refresh = self.dataset.refresh
             if refresh is not None and replace_where and "does not conform" in str(exc).lower():
@@ -141,7 +148,7 @@ class MaterializedView:
     def app_id(self) -> str:
         """``txnAppId`` of this view's writes: its checkpoint identity, new whenever the checkpoint is."""
         if self._app_id is None:
-            self._app_id = flow_app_id(self.resolver.context.spark, self.checkpoint)
+            self._app_id = flow_app_id(self.layout, self.checkpoint)
         return self._app_id
 
 

@@ -10,9 +10,12 @@ A flow with quarantine rules writes each micro-batch twice, both in one idempote
 - ``topic`` / ``partition`` / ``offset`` or ``source_file``: where it came from, when the row carries them;
 - ``flow``, ``batch_id`` and ``quarantined_at``.
 
+The quarantine table is ``StorageLayout.quarantine(table)``, created by
+:func:`deltaflow.sinks.tables.ensure_quarantine`.
+
 Example:
-    >>> quarantine_table("bronze_clicks")
-    'bronze_clicks_quarantine'
+    >>> quarantine = layout.quarantine("silver")  # doctest: +SKIP
+    >>> handler = split_writer("silver", layout.table("silver"), quarantine)  # doctest: +SKIP
 
 """
 
@@ -23,7 +26,7 @@ from typing import TYPE_CHECKING
 from deltaflow.expectations import FAILED, INTERNAL_COLUMNS, RAW, RAW_BYTES
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import DataFrame
 
     from deltaflow.graph import BatchHandler
 
@@ -32,19 +35,6 @@ QUARANTINE_SCHEMA = (
     "record STRING, record_bytes BINARY, topic STRING, partition INT, offset BIGINT, source_file STRING"
 )
 _POSITION = {"topic": "string", "partition": "int", "offset": "bigint", "source_file": "string"}
-
-
-def quarantine_table(table: str) -> str:
-    """The name of ``table``'s quarantine table."""
-    return f"{table}_quarantine"
-
-
-def ensure_quarantine(spark: SparkSession, path: str) -> None:
-    """Create the quarantine table at ``path`` unless it exists."""
-    from delta.tables import DeltaTable
-
-    schema = spark.createDataFrame([], QUARANTINE_SCHEMA).schema
-    DeltaTable.createIfNotExists(spark).location(path).addColumns(schema).execute()
 
 
 def split_writer(flow: str, path: str, quarantine: str, partition_cols: tuple[str, ...] = (),

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from deltaflow.context import current
 from deltaflow.errors import GraphError
+from deltaflow.resolve.state import active_resolver
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -32,8 +33,6 @@ def read_stream(name: str, **options: Any) -> DataFrame:
         ...     return dp.read_stream("bronze_clicks", maxBytesPerTrigger="1g").where("value IS NOT NULL")
 
     """
-    from deltaflow.resolve import active_resolver
-
     return active_resolver().read(name, streaming=True, options=options)
 
 
@@ -51,8 +50,6 @@ def read(name: str, **options: Any) -> DataFrame:
         >>> customers = dp.read("customers")  # doctest: +SKIP
 
     """
-    from deltaflow.resolve import active_resolver
-
     return active_resolver().read(name, streaming=False, options=options)
 
 
@@ -87,8 +84,6 @@ def read_changes(
         ...     return dp.read_changes("customers", stream=True)
 
     """
-    from deltaflow.resolve import active_resolver
-
     if stream and (ending_version is not None or ending_timestamp is not None):
         raise GraphError(f"a stream of the changes of '{name}' takes no ending_version/ending_timestamp",
                          hint="drop them, or read a batch with stream=False")
@@ -127,8 +122,6 @@ class PipelineReader:
 
     def table(self, name: str) -> DataFrame:
         """Read a pipeline dataset, or else a table of the Spark catalog."""
-        from deltaflow.resolve import active_resolver
-
         resolver = active_resolver()
         if name not in resolver.graph.datasets and current().spark.catalog.tableExists(name):
             return self._reader.table(name)  # type: ignore[no-any-return]
@@ -147,3 +140,19 @@ class PipelineReader:
             return result
 
         return call
+
+
+class SparkProxy:
+    """``spark`` as definition files see it: the active pipeline's SparkSession, looked up on use.
+
+    ``spark.read`` and ``spark.readStream`` resolve ``.table(name)`` to the pipeline's datasets.
+    """
+
+    def __getattr__(self, name: str) -> Any:
+        spark = current().spark
+        if name in ("read", "readStream"):
+            return PipelineReader(getattr(spark, name), streaming=name == "readStream")
+        return getattr(spark, name)
+
+    def __repr__(self) -> str:
+        return "<deltaflow spark: the active pipeline's SparkSession>"

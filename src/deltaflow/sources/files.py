@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from deltaflow.context import current
 from deltaflow.errors import SourceError
-from deltaflow.resolve import note_source
+from deltaflow.resolve.state import note_source
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame

@@ -19,10 +19,10 @@ from statistics import fmean
 from typing import TYPE_CHECKING, Any
 
 from deltaflow.errors import ConfigError
-from deltaflow.runtime.event_log import event_log_path
 
 if TYPE_CHECKING:
     from deltaflow.spec import Spec
+    from deltaflow.storage import StorageLayout
 
 #: Batches (with input) the rates and the falling-behind check look at.
 WINDOW = 10
@@ -61,7 +61,7 @@ class FlowStatus:
         return data
 
 
-def pipeline_status(spec: Spec, now: datetime | None = None) -> list[FlowStatus]:
+def pipeline_status(spec: Spec, layout: StorageLayout, now: datetime | None = None) -> list[FlowStatus]:
     """The status of every flow that has logged an event, in name order.
 
     Raises:
@@ -71,11 +71,10 @@ def pipeline_status(spec: Spec, now: datetime | None = None) -> list[FlowStatus]
     from deltalake import DeltaTable
     from deltalake.exceptions import TableNotFoundError
 
-    path = event_log_path(spec.storage_path)
     try:
-        log = DeltaTable(path)
+        log = DeltaTable(layout.event_log)
     except TableNotFoundError:
-        raise ConfigError(f"no event log in {spec.storage_path}: the pipeline has not run yet",
+        raise ConfigError(f"no event log in {layout.root}: the pipeline has not run yet",
                           hint="run it with 'deltaflow run'") from None
     present = set(log.schema().to_arrow().names)  # a log written by an older deltaflow lacks newer columns
     found = log.to_pyarrow_table(columns=[c for c in _COLUMNS if c in present],

@@ -1,13 +1,13 @@
-"""``deltaflow quarantine TABLE --replay``: re-feed quarantined rows once the schema or the rule is fixed.
+"""``deltaflow quarantine replay TABLE``: re-feed quarantined rows once the schema or the rule is fixed.
 
 The rows are taken again from the flow's input table, found by the Kafka position each quarantined row
 carries, and go through the flow's current definition: parsing, expectations and all. Rows that pass now
 are appended to the table; rows that still fail are quarantined again, with their new reasons; the
 replayed quarantine rows are removed.
 
-Exactly once: the replay is recorded first (``<storage>/_replay/<table>.json``: an id, the quarantine
+Exactly once: the replay is recorded first (``StorageLayout.replay_record``: an id, the quarantine
 version it reads and the ``--where`` filter). Its writes carry the ``txnAppId``
-``deltaflow:replay/<table>/<id>`` (version 0 for the rows, version 1 for the removal), so a replay
+``StorageLayout.replay_app_id`` (version 0 for the rows, version 1 for the removal), so a replay
 interrupted at any point and run again selects the same rows and commits each write once. The record goes
 when the replay is done.
 
@@ -22,20 +22,19 @@ Example:
 from __future__ import annotations
 
 import json
-import os
 import uuid
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from deltaflow.errors import ConfigError
-from deltaflow.expectations import FAILED
+from deltaflow.expectations import passing
 from deltaflow.sinks.idempotent import idempotent_writes
-from deltaflow.sinks.quarantine import quarantine_table, split_writer
+from deltaflow.sinks.quarantine import split_writer
 
 if TYPE_CHECKING:
     from deltaflow.graph import Flow
-    from deltaflow.resolve import Resolver
+    from deltaflow.resolve.resolver import Resolver
+    from deltaflow.storage import StorageLayout
 
 POSITION = ("topic", "partition", "offset")
 
@@ -59,28 +58,19 @@ class ReplayResult:
     resumed: bool
 
 
-def _intent_path(storage: str, table: str) -> Path:
-    return Path(storage, "_replay", f"{table}.json")
-
-
-def pending_replay(storage: str, table: str) -> ReplayIntent | None:
+def pending_replay(layout: StorageLayout, table: str) -> ReplayIntent | None:
     """The unfinished replay of ``table``, if a replay was interrupted."""
-    path = _intent_path(storage, table)
-    return ReplayIntent(**json.loads(path.read_text())) if path.is_file() else None
+    text = layout.fs.read_text(layout.replay_record(table))
+    return None if text is None else ReplayIntent(**json.loads(text))
 
 
 def start_replay(resolver: Resolver, table: str, where: str | None) -> ReplayIntent:
     """Record a replay of the rows of ``table``'s quarantine matching ``where``, as the quarantine is now."""
     from deltalake import DeltaTable
 
-    storage = resolver.context.spec.storage_path
-    version = DeltaTable(resolver.context.table_path(quarantine_table(table))).version()
-    intent = ReplayIntent(uuid.uuid4().hex, table, version, where)
-    path = _intent_path(storage, table)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_suffix(".json.tmp")
-    partial.write_text(json.dumps(asdict(intent)))
-    os.replace(partial, path)
+    layout = resolver.context.layout
+    intent = ReplayIntent(uuid.uuid4().hex, table, DeltaTable(layout.quarantine(table)).version(), where)
+    layout.fs.write_text(layout.replay_record(table), json.dumps(asdict(intent)))
     return intent
 
 
@@ -89,9 +79,9 @@ def apply_replay(resolver: Resolver, intent: ReplayIntent) -> ReplayResult:
     from delta.tables import DeltaTable
     from pyspark.sql import functions as F
 
-    spark = resolver.context.spark
+    spark, layout = resolver.context.spark, resolver.context.layout
     flow, source = _replayable(resolver, intent.table)
-    quarantine_path = resolver.context.table_path(quarantine_table(intent.table))
+    quarantine_path = layout.quarantine(intent.table)
     selected = (spark.read.format("delta").option("versionAsOf", intent.quarantine_version)
                 .load(quarantine_path))
     if intent.where:
@@ -101,15 +91,15 @@ def apply_replay(resolver: Resolver, intent: ReplayIntent) -> ReplayResult:
         replayed = selected.count()
         if replayed == 0:
             return ReplayResult(0, 0, resumed=False)
-        rows = (spark.read.format("delta").load(resolver.context.table_path(source))
+        rows = (spark.read.format("delta").load(layout.table(source))
                 .join(selected.select(*POSITION).distinct(), list(POSITION), "left_semi"))
         df = resolver.build_over(flow, {source: rows}).persist()
         target = resolver.graph.datasets[intent.table]
-        app_id = f"deltaflow:replay/{intent.table}/{intent.id}"
+        app_id = layout.replay_app_id(intent.table, intent.id)
         with idempotent_writes(spark, app_id, 0):
-            split_writer(flow.name, resolver.context.table_path(intent.table), quarantine_path,
+            split_writer(flow.name, layout.table(intent.table), quarantine_path,
                          target.partition_cols, target.merge_schema)(df, -1)
-        passed = df.where(F.size(FAILED) == 0).count()
+        passed = passing(df).count()
         df.unpersist()
         match = " AND ".join(f"t.`{c}` = s.`{c}`" for c in (*POSITION, "quarantined_at"))
         with idempotent_writes(spark, app_id, 1):
@@ -129,20 +119,20 @@ def replay_quarantine(resolver: Resolver, table: str, where: str | None = None) 
         ConfigError: ``table`` has no quarantine, or its rows carry no Kafka positions to find them by.
 
     """
-    storage = resolver.context.spec.storage_path
+    layout = resolver.context.layout
     _replayable(resolver, table)
-    intent = pending_replay(storage, table)
+    intent = pending_replay(layout, table)
     resumed = intent is not None
     intent = intent or start_replay(resolver, table, where)
     result = apply_replay(resolver, intent)
-    _intent_path(storage, table).unlink(missing_ok=True)
+    layout.fs.delete(layout.replay_record(table))
     return ReplayResult(result.replayed, result.passed, resumed)
 
 
 def _replayable(resolver: Resolver, table: str) -> tuple[Flow, str]:
     """The flow writing ``table`` through quarantine, and the one table it streams."""
     flows = resolver.graph.flows_into(table) if table in resolver.graph.datasets else []
-    quarantining = [f for f in flows if FAILED in resolver.flows[f.name].df.columns]
+    quarantining = [f for f in flows if resolver.flows[f.name].quarantines]
     if len(quarantining) != 1:
         raise ConfigError(f"'{table}' has no flow writing a quarantine",
                           hint="replay works for tables with expect_or_quarantine rules or dp.parse_json")

@@ -1,7 +1,7 @@
 """Realistic clickstream events, and producing events to Kafka (once, or at a steady rate).
 
 Generators of the other examples' data (fraud transactions and customers, order files) are in
-:mod:`deltaflow.sample_data`; :class:`EventGenerator` produces any of them.
+:mod:`deltaflow.dev.sample_data`; :class:`EventGenerator` produces any of them.
 
 A clickstream event serialises (compact JSON) to about 250 bytes::
 
@@ -32,8 +32,8 @@ from typing import Any
 
 from confluent_kafka import KafkaError, Producer
 
+from deltaflow.dev.topics import QUIET
 from deltaflow.errors import SourceError
-from deltaflow.kafka.admin import QUIET
 
 Event = bytes | dict[str, Any]
 KeyFn = Callable[[Event], str | bytes | None]
@@ -238,7 +238,7 @@ class EventGenerator(threading.Thread):
         >>> gen.start(); gen.join()  # doctest: +SKIP
         >>> gen.produced  # doctest: +SKIP
         1000
-        >>> from deltaflow.sample_data import customer_key, customer_records, transaction_event
+        >>> from deltaflow.dev.sample_data import customer_key, customer_records, transaction_event
         >>> customers = customer_records(random.Random(1), datetime.now(UTC), 100)
         >>> def transaction(rng, now):
         ...     return transaction_event(rng, now, customers)

@@ -3,7 +3,7 @@
 Read with ``deltalake`` (no JVM), so it answers in well under a second.
 
 Example:
-    >>> changes = table_changes(spec, "customers", start=1, end=3)  # doctest: +SKIP
+    >>> changes = table_changes(layout, "customers", start=1, end=3)  # doctest: +SKIP
     >>> changes[0]["_change_type"]
     'insert'
 
@@ -14,20 +14,20 @@ from __future__ import annotations
 import json
 from datetime import date, datetime
 from decimal import Decimal
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from deltaflow.errors import ConfigError
 from deltaflow.graph import suggest
 
 if TYPE_CHECKING:
-    from deltaflow.spec import Spec
+    from deltaflow.storage import StorageLayout
 
 #: The columns the change feed adds to a table's own, shown first.
 CHANGE_COLUMNS = ("_commit_version", "_change_type", "_commit_timestamp")
 
 
-def table_changes(spec: Spec, table: str, start: int, end: int | None = None) -> list[dict[str, Any]]:
+def table_changes(layout: StorageLayout, table: str, start: int,
+                  end: int | None = None) -> list[dict[str, Any]]:
     """The change rows of ``table`` from version ``start`` to ``end`` (default: the latest), in commit order.
 
     Raises:
@@ -38,13 +38,11 @@ def table_changes(spec: Spec, table: str, start: int, end: int | None = None) ->
     from deltalake import DeltaTable
     from deltalake.exceptions import DeltaError, TableNotFoundError
 
-    path = spec.table_path(table)
     try:
-        delta = DeltaTable(path)
+        delta = DeltaTable(layout.table(table))
     except TableNotFoundError:
-        tables = Path(spec.storage_path, "tables")
-        known = sorted(p.name for p in tables.iterdir()) if tables.is_dir() else []
-        raise ConfigError(f"no table '{table}' in {tables}{suggest(table, known)}",
+        known = layout.table_names()
+        raise ConfigError(f"no table '{table}' in {layout.tables}{suggest(table, known)}",
                           hint="tables: " + (", ".join(known) or "none yet, run the pipeline")) from None
     configuration = delta.metadata().configuration
     if configuration.get("delta.enableChangeDataFeed", "false").lower() != "true":

@@ -4,7 +4,7 @@ Every client made here is silenced (``log_level`` 0): librdkafka would otherwise
 for each failed connection attempt, and the user should see only deltaflow's one-line error.
 
 Example:
-    >>> from deltaflow.kafka.admin import create_topic
+    >>> from deltaflow.dev.topics import create_topic
     >>> create_topic("127.0.0.1:19092", "clicks", partitions=3)  # doctest: +SKIP
 
 """

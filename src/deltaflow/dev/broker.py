@@ -9,7 +9,7 @@ The storage is formatted once, so a restarted broker keeps its topics. A pid fil
 gone (or whose pid now belongs to another program) is noticed and removed.
 
 Example:
-    >>> from deltaflow.kafka.broker import EmbeddedKafka
+    >>> from deltaflow.dev.broker import EmbeddedKafka
     >>> with EmbeddedKafka(port=19092) as kafka:  # doctest: +SKIP
     ...     print(kafka.bootstrap)
     127.0.0.1:19092
@@ -37,8 +37,8 @@ from typing import Any
 
 from confluent_kafka import KafkaException
 
+from deltaflow.dev.topics import admin_client, try_create_topic
 from deltaflow.errors import KafkaBrokerError, SetupError
-from deltaflow.kafka.admin import admin_client, try_create_topic
 from deltaflow.runtime.jars import home, jars
 
 HOST = "127.0.0.1"

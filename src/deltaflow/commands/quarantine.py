@@ -1,7 +1,7 @@
 """``deltaflow quarantine TABLE``: what a table's quarantine holds, by reason, read without Spark.
 
 Example:
-    >>> report = quarantine_report(load_spec(), "silver_events")  # doctest: +SKIP
+    >>> report = quarantine_report(layout, "silver_events")  # doctest: +SKIP
     >>> report.reasons
     {'malformed_json': 120, 'missing_field:user_id': 31}
 
@@ -11,15 +11,13 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from deltaflow.errors import ConfigError
 from deltaflow.graph import suggest
-from deltaflow.sinks.quarantine import quarantine_table
 
 if TYPE_CHECKING:
-    from deltaflow.spec import Spec
+    from deltaflow.storage import StorageLayout
 
 _COLUMNS = ["flow", "batch_id", "quarantined_at", "failed_expectations", "record", "topic", "partition",
             "offset", "source_file"]
@@ -35,7 +33,7 @@ class QuarantineReport:
     samples: dict[str, list[dict[str, Any]]]
 
 
-def quarantine_report(spec: Spec, table: str, samples: int = 3) -> QuarantineReport:
+def quarantine_report(layout: StorageLayout, table: str, samples: int = 3) -> QuarantineReport:
     """Count ``table``'s quarantined rows by reason (a row failing two rules counts under both).
 
     Raises:
@@ -46,10 +44,9 @@ def quarantine_report(spec: Spec, table: str, samples: int = 3) -> QuarantineRep
     from deltalake.exceptions import TableNotFoundError
 
     try:
-        delta = DeltaTable(spec.table_path(quarantine_table(table)))
+        delta = DeltaTable(layout.quarantine(table))
     except TableNotFoundError:
-        tables = Path(spec.storage_path, "tables")
-        known = sorted(p.name.removesuffix("_quarantine") for p in tables.glob("*_quarantine"))
+        known = layout.quarantined_tables()
         raise ConfigError(f"table '{table}' has no quarantine{suggest(table, known)}",
                           hint="tables with one: " + (", ".join(known) or "none")) from None
     rows = delta.to_pyarrow_table(columns=_COLUMNS).to_pylist()

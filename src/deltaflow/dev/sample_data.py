@@ -1,7 +1,7 @@
 """Example data for the fraud and orders pipelines, reproducible with a seed.
 
 - fraud (``examples/fraud``): :func:`transaction_event` for the ``transactions`` topic (produced by
-  :class:`deltaflow.kafka.generator.EventGenerator`) and :func:`customer_records` /
+  :class:`deltaflow.dev.generator.EventGenerator`) and :func:`customer_records` /
   :func:`customer_update` for the customer dimension's files;
 - orders (``examples/orders``): :func:`order_events`, a few percent of them invalid on purpose, dropped
   into a landing folder by :class:`FileFeeder` (files appear atomically, see :func:`write_json_lines`);
@@ -28,7 +28,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from deltaflow.kafka.generator import MAX_LAG_MS, field_key
+from deltaflow.dev.generator import MAX_LAG_MS, field_key
 
 RecordsFn = Callable[[random.Random, datetime], list[dict[str, Any]]]
 

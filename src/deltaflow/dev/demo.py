@@ -35,16 +35,9 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
-from deltaflow.errors import ConfigError
-from deltaflow.kafka.admin import create_topic
-from deltaflow.kafka.broker import EmbeddedKafka
-from deltaflow.kafka.generator import EventGenerator, field_key
-from deltaflow.loader import load_graph
-from deltaflow.progress import ProgressPrinter
-from deltaflow.runtime.runner import PipelineRun
-from deltaflow.runtime.session import build_session
-from deltaflow.runtime.triggers import Trigger
-from deltaflow.sample_data import (
+from deltaflow.dev.broker import EmbeddedKafka
+from deltaflow.dev.generator import EventGenerator, field_key
+from deltaflow.dev.sample_data import (
     CustomerChangeFeed,
     FileFeeder,
     customer_id,
@@ -55,7 +48,12 @@ from deltaflow.sample_data import (
     transaction_event,
     write_json_lines,
 )
-from deltaflow.spec import Spec, load_spec
+from deltaflow.dev.topics import create_topic
+from deltaflow.errors import ConfigError
+from deltaflow.pipeline import Pipeline
+from deltaflow.progress import ProgressPrinter
+from deltaflow.spec import Spec
+from deltaflow.storage import StorageLayout
 
 TOPIC = "clicks"
 TRANSACTIONS_TOPIC = "transactions"
@@ -63,7 +61,7 @@ FRAUD_CUSTOMERS = 2_000
 CUSTOMER_UPDATES_EVERY = 5.0  # seconds
 CUSTOMER_UPDATES_PER_FILE = 20
 TOP_ROWS = 10
-EXAMPLES = Path(os.environ.get("DELTAFLOW_EXAMPLES", Path(__file__).resolve().parents[2] / "examples"))
+EXAMPLES = Path(os.environ.get("DELTAFLOW_EXAMPLES", Path(__file__).resolve().parents[3] / "examples"))
 
 
 def example_spec_path(name: str = "clickstream") -> Path:
@@ -243,20 +241,17 @@ def run_demo(*, seconds: int, rate: int, storage: Path, port: int, stop: threadi
         bootstrap = broker.start()
     feeds: list[Feed] = []
     try:
-        os.environ["DELTAFLOW_STORAGE"] = str(storage)
-        os.environ["DELTAFLOW_LANDING"] = str(storage / "landing")
+        env = {"DELTAFLOW_STORAGE": str(storage), "DELTAFLOW_LANDING": str(storage / "landing")}
         if bootstrap:
-            os.environ["DELTAFLOW_KAFKA"] = bootstrap
-        spec = load_spec(example_spec_path(example))
-        graph = load_graph(spec)
+            env["DELTAFLOW_KAFKA"] = bootstrap
+        pipeline = Pipeline.load(example_spec_path(example), env=env)
+        spec = pipeline.spec
         feeds = demo.feeds(spec, bootstrap, rate, console)
         for feed in feeds:
             feed.feeder.start()
         console.print("spark: starting (a few seconds)...", markup=False)
-        spark = build_session(spec)
         printer = ProgressPrinter(console=console, live=True)
-        run = PipelineRun(spec, graph, spark, Trigger("continuous", spec.trigger.interval), on_batch=printer)
-        run.start()
+        run = pipeline.start("continuous", on_batch=printer)
         timer = threading.Timer(seconds, stop.set)
         timer.daemon = True
         timer.start()
@@ -281,8 +276,8 @@ def run_demo(*, seconds: int, rate: int, storage: Path, port: int, stop: threadi
         for feed in feeds:
             if feed.feeder.error is not None:
                 console.print(f"generator of {feed.label} failed: {feed.feeder.error}", markup=False)
-        stored = [name for name, dataset in graph.datasets.items() if dataset.stored]
-        _summary(spec.storage_path, stored, demo.showcase, console)
+        stored = [name for name, dataset in pipeline.graph.datasets.items() if dataset.stored]
+        _summary(pipeline.layout, stored, demo.showcase, console)
     finally:
         for feed in feeds:
             feed.feeder.stop()
@@ -292,19 +287,19 @@ def run_demo(*, seconds: int, rate: int, storage: Path, port: int, stop: threadi
             broker.stop()
 
 
-def _summary(storage: str, datasets: list[str], showcase: Showcase, console: Console) -> None:
+def _summary(layout: StorageLayout, datasets: list[str], showcase: Showcase, console: Console) -> None:
     from deltalake import DeltaTable
 
     console.print("")
     for name in datasets:
-        path = f"{storage}/tables/{name}"
+        path = layout.table(name)
         try:
             rows = DeltaTable(path).to_pyarrow_dataset().count_rows()
         except Exception:  # the run failed before creating it
             console.print(f"{name}: no table at {path}", markup=False, soft_wrap=True)
             continue
         console.print(f"{name}: {rows:,} rows in {path}", markup=False, soft_wrap=True)
-    top = f"{storage}/tables/{showcase.table}"
+    top = layout.table(showcase.table)
     try:
         console.print(top_rows(top, showcase))
     except Exception as exc:  # a summary must not hide the run's own outcome

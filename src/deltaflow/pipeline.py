@@ -1,0 +1,215 @@
+"""The facade: one object for a pipeline, and every verb on it.
+
+A :class:`Pipeline` is a spec (``deltaflow.yml``), its storage layout and, once something needs Spark, its
+SparkSession. Every CLI verb, the demo, the tests and the benchmarks assemble a pipeline here and nowhere
+else: load, analyse (dry-run), run, replay, and the read verbs (status, changes, quarantine).
+
+Example:
+    >>> pipeline = Pipeline.load("examples/orders")  # doctest: +SKIP
+    >>> pipeline.dry_run().flows.keys()  # doctest: +SKIP
+    dict_keys(['bronze_orders', 'silver_orders', 'gold_daily_sales'])
+    >>> outcomes = pipeline.run("available_now")  # doctest: +SKIP
+    >>> [o.state for o in outcomes]  # doctest: +SKIP
+    ['completed', 'completed', 'completed']
+
+Nothing here imports Spark until a verb needs it: ``status``, ``changes`` and ``quarantine`` run without a
+JVM.
+
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import threading
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from deltaflow.spec import Spec, TriggerMode, load_spec
+from deltaflow.storage import StorageLayout
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from deltaflow.commands.quarantine import QuarantineReport
+    from deltaflow.commands.replay import ReplayResult
+    from deltaflow.commands.status import FlowStatus
+    from deltaflow.context import PipelineContext
+    from deltaflow.graph import PipelineGraph
+    from deltaflow.resolve.resolver import Resolver
+    from deltaflow.runtime.runner import FlowOutcome, MessageCallback, PipelineRun, ProgressCallback, RunPlan
+
+
+class Pipeline:
+    """A pipeline project, and every verb deltaflow has for it.
+
+    Args:
+        spec: The validated spec.
+        spark: A running SparkSession to use (tests, notebooks); default: one built from the spec on
+            first need.
+        spark_conf: Spark settings that win over deltaflow's defaults and the spec's (benchmarks, tests).
+
+    """
+
+    def __init__(self, spec: Spec, *, spark: SparkSession | None = None,
+                 spark_conf: Mapping[str, str] | None = None) -> None:
+        self.spec = spec
+        self.layout = StorageLayout.of(spec)
+        self.spark_conf = dict(spark_conf or {})
+        self._spark = spark
+        self._graph: PipelineGraph | None = None
+
+    @classmethod
+    def load(cls, spec: Path | str | None = None, *, env: Mapping[str, str] | None = None,
+             spark: SparkSession | None = None, spark_conf: Mapping[str, str] | None = None) -> Pipeline:
+        """Find, read and validate the spec (a file, a folder holding one, or the nearest one upward).
+
+        Args:
+            spec: ``deltaflow.yml`` or its folder (default: the nearest one from the current folder up).
+            env: Values for the spec's ``${VAR}`` references that win over the environment's.
+            spark: See :class:`Pipeline`.
+            spark_conf: See :class:`Pipeline`.
+
+        Raises:
+            ConfigError: One line naming the file and the field at fault.
+
+        """
+        given = Path(spec) if spec is not None else None
+        environ = None if env is None else {**os.environ, **env}
+        return cls(load_spec(given, env=environ), spark=spark, spark_conf=spark_conf)
+
+    @property
+    def name(self) -> str:
+        """The pipeline's name."""
+        return self.spec.name
+
+    # -- Spark and the definitions ------------------------------------------------------------------------
+
+    def session(self) -> SparkSession:
+        """The pipeline's SparkSession, started on first call (several seconds)."""
+        if self._spark is None:
+            from deltaflow.runtime.session import build_session
+
+            self._spark = build_session(self.spec, extra=self.spark_conf)
+        return self._spark
+
+    @property
+    def graph(self) -> PipelineGraph:
+        """The datasets and flows the definition files register (loaded once, without Spark if it can)."""
+        if self._graph is None:
+            from deltaflow.loader import load_graph
+
+            self._graph = load_graph(self.spec, start_spark=self.session)
+        return self._graph
+
+    def context(self) -> PipelineContext:
+        """What a running definition may use: the session, the spec, the storage layout."""
+        from deltaflow.context import PipelineContext
+
+        return PipelineContext(spark=self.session(), spec=self.spec, layout=self.layout)
+
+    def dry_run(self) -> Resolver:
+        """Resolve and analyse every flow against empty DataFrames; nothing is written.
+
+        Raises:
+            GraphError: The first problem, naming the definition's file and line.
+
+        """
+        from deltaflow.resolve.resolver import Resolver
+        from deltaflow.runtime.triggers import Trigger, flow_triggers
+
+        if self._spark is None:  # Spark's scratch space goes to a temp folder, not into storage
+            scratch = tempfile.mkdtemp(prefix="deltaflow-analyse-")
+            self.spark_conf = {"spark.sql.warehouse.dir": scratch, "spark.local.dir": scratch,
+                               **self.spark_conf}
+        graph = self.graph
+        flow_triggers(self.spec, graph.flows, Trigger(self.spec.trigger.mode), mode_given=False)
+        return Resolver(graph, self.context(), analyze_only=True).resolve()
+
+    def resolve(self) -> Resolver:
+        """Resolve every flow over the pipeline's tables (creating the tables that do not exist yet)."""
+        from deltaflow.resolve.resolver import Resolver
+
+        return Resolver(self.graph, self.context()).resolve()
+
+    # -- running ------------------------------------------------------------------------------------------
+
+    def start(self, mode: TriggerMode | None = None, interval: str | None = None, *,
+              plan: RunPlan | None = None, on_batch: ProgressCallback | None = None,
+              on_message: MessageCallback | None = None) -> PipelineRun:
+        """Resolve the pipeline and start its flows; ``wait`` on the result (or ``stop`` it).
+
+        Args:
+            mode: ``available_now``, ``continuous`` or ``once``; it wins over per-flow modes of the spec
+                (default: the spec's trigger, with its per-flow modes).
+            interval: The trigger interval of continuous flows (default: the spec's).
+            plan: What to run and what to rebuild (default: everything, nothing rebuilt).
+            on_batch: Told about every micro-batch that read rows.
+            on_message: Told about longer steps (full refreshes).
+
+        """
+        from deltaflow.runtime.runner import PipelineRun
+        from deltaflow.runtime.triggers import flow_triggers
+
+        trigger = self.trigger(mode, interval)
+        graph = self.graph
+        if plan is not None:
+            plan.check(graph)
+        run = PipelineRun(self.context(), graph, trigger, on_batch=on_batch, plan=plan,
+                          flow_triggers=flow_triggers(self.spec, graph.flows, trigger, mode_given=bool(mode)),
+                          on_message=on_message)
+        try:
+            run.start()
+        except BaseException:
+            run.abort()
+            raise
+        return run
+
+    def run(self, mode: TriggerMode | None = None, interval: str | None = None, *,
+            stop: threading.Event | None = None, **options: Any) -> list[FlowOutcome]:
+        """Run the flows until they finish (or ``stop`` is set), and say how each ended.
+
+        Takes :meth:`start`'s arguments.
+
+        Raises:
+            FlowError: One or more flows failed, naming each with its definition's file:line and cause.
+
+        """
+        run = self.start(mode, interval, **options)
+        return run.finish(stop or threading.Event())
+
+    def trigger(self, mode: TriggerMode | None = None, interval: str | None = None) -> Any:
+        """The pipeline-wide trigger of a run: ``mode``/``interval``, else the spec's."""
+        from deltaflow.runtime.triggers import Trigger
+
+        return Trigger(mode or self.spec.trigger.mode, interval or self.spec.trigger.interval)
+
+    def replay_quarantine(self, table: str, where: str | None = None) -> ReplayResult:
+        """Re-feed ``table``'s quarantined rows (those matching SQL ``where``) through its current flow.
+
+        Exactly once; an interrupted replay is finished instead (see :mod:`deltaflow.commands.replay`).
+        """
+        from deltaflow.commands.replay import replay_quarantine
+
+        return replay_quarantine(self.resolve(), table, where)
+
+    # -- reading (no JVM) ---------------------------------------------------------------------------------
+
+    def status(self) -> list[FlowStatus]:
+        """Each flow's state, last batch, rates and backlog, from the event log."""
+        from deltaflow.commands.status import pipeline_status
+
+        return pipeline_status(self.spec, self.layout)
+
+    def changes(self, table: str, start: int = 0, end: int | None = None) -> list[dict[str, Any]]:
+        """``table``'s Change Data Feed rows between versions ``start`` and ``end`` (default: latest)."""
+        from deltaflow.commands.changes import table_changes
+
+        return table_changes(self.layout, table, start, end)
+
+    def quarantine(self, table: str, samples: int = 3) -> QuarantineReport:
+        """``table``'s quarantined rows counted by reason, with samples."""
+        from deltaflow.commands.quarantine import quarantine_report
+
+        return quarantine_report(self.layout, table, samples)

@@ -1,0 +1,70 @@
+"""The resolver at work: which pipeline's flow is being built right now.
+
+A flow's inputs are only known once its function runs. The reads inside it (``dp.read_stream``,
+``spark.readStream.table``, ``dp.read_kafka`` ...) ask this module for the resolver at work and tell it
+what they read. This module is the one owner of that state; sources import it, never the resolver, so
+``import deltaflow`` loads no resolver and there is no import cycle.
+
+Example:
+    >>> with resolving(resolver):  # doctest: +SKIP
+    ...     df = flow.func()        # reads inside call active_resolver().read(...)
+
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import TYPE_CHECKING
+
+from deltaflow.errors import GraphError
+
+if TYPE_CHECKING:
+    from deltaflow.resolve.resolver import Resolver
+
+_RESOLVER: ContextVar[Resolver | None] = ContextVar("deltaflow_resolver", default=None)
+
+
+@contextmanager
+def resolving(resolver: Resolver) -> Iterator[Resolver]:
+    """Make ``resolver`` the one reads inside the block report to."""
+    token = _RESOLVER.set(resolver)
+    try:
+        yield resolver
+    finally:
+        _RESOLVER.reset(token)
+
+
+def active_resolver() -> Resolver:
+    """The resolver of the flow being built.
+
+    Raises:
+        GraphError: Outside a dataset function run by deltaflow.
+
+    """
+    resolver = _RESOLVER.get()
+    if resolver is None:
+        raise GraphError("pipeline datasets can only be read inside a dataset function run by deltaflow",
+                         hint="call dp.read_stream / spark.readStream.table inside a @dp.table function")
+    return resolver
+
+
+def note_source(label: str) -> None:
+    """Record that the flow being built reads an outside source (shown by ``deltaflow graph``)."""
+    resolver = _RESOLVER.get()
+    if resolver is not None:
+        resolver.note_source(label)
+
+
+def analysing() -> bool:
+    """Whether the flow being built is only analysed (``deltaflow dry-run`` / ``graph``): nothing runs."""
+    resolver = _RESOLVER.get()
+    return resolver is not None and resolver.analyze_only
+
+
+def warn(message: str) -> None:
+    """Tell the analysis about a problem that would stop a run (e.g. an unreachable Kafka broker)."""
+    resolver = _RESOLVER.get()
+    if resolver is not None:
+        resolver.warn(message)

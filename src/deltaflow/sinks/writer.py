@@ -1,0 +1,108 @@
+"""The one entry to the sinks: given a resolved flow, start the writer its target needs.
+
+=======================================  ==============================================================
+the flow's target                         the writer
+=======================================  ==============================================================
+a materialized view                       :class:`~deltaflow.sinks.materialize.MaterializedView` (full or
+                                          by-window refresh, one idempotent overwrite per batch)
+a streaming table fed by auto CDC         :class:`~deltaflow.sinks.cdc.AutoCdcWriter` (one MERGE per batch)
+a foreach-batch sink                      the user's function
+a streaming table, with quarantine        :func:`~deltaflow.sinks.quarantine.split_writer` (table and
+                                          ``<table>_quarantine`` in one idempotent batch)
+a streaming table                         :func:`~deltaflow.sinks.append.start_append` (Delta's sink)
+=======================================  ==============================================================
+
+Every foreach-batch writer runs inside :func:`~deltaflow.sinks.foreach_batch.start_foreach_batch`, so
+each of its Delta writes carries the flow's ``txnAppId`` / ``txnVersion``.
+
+Example:
+    >>> writers = FlowWriters(resolver)  # doctest: +SKIP
+    >>> query = writers.start(graph.flows["silver_clicks"], Trigger("available_now"))  # doctest: +SKIP
+
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from deltaflow.expectations import table_schema
+from deltaflow.runtime.checkpoints import clear_interrupted_writes
+from deltaflow.sinks.append import start_append
+from deltaflow.sinks.cdc import AutoCdcWriter, tombstone_retention
+from deltaflow.sinks.foreach_batch import start_foreach_batch
+from deltaflow.sinks.materialize import MaterializedView
+from deltaflow.sinks.quarantine import split_writer
+from deltaflow.sinks.tables import check_schema, ensure_quarantine
+
+if TYPE_CHECKING:
+    from pyspark.sql.streaming.query import StreamingQuery
+
+    from deltaflow.graph import Flow
+    from deltaflow.resolve.resolver import Resolver
+    from deltaflow.runtime.triggers import Trigger
+    from deltaflow.storage import FlowCheckpoint
+
+
+class FlowWriters:
+    """Starts each flow's writer; keeps the materialized views' (a full refresh asks them again).
+
+    Args:
+        resolver: The resolved pipeline (its context holds the session and the storage layout).
+
+    """
+
+    def __init__(self, resolver: Resolver) -> None:
+        self.resolver = resolver
+        self.layout = resolver.context.layout
+        self.spark = resolver.context.spark
+        self.views: dict[str, MaterializedView] = {}
+
+    def checkpoint(self, flow: Flow) -> FlowCheckpoint:
+        """The flow's current checkpoint, cleared of what a crash left half-written."""
+        checkpoint = self.layout.checkpoint(flow.target, flow.name)
+        clear_interrupted_writes(self.layout.fs, checkpoint)
+        return checkpoint
+
+    def view(self, dataset: str) -> MaterializedView:
+        """The refresh of materialized view ``dataset``."""
+        if dataset not in self.views:
+            flow = self.resolver.graph.flows[dataset]
+            self.views[dataset] = MaterializedView(self.resolver, dataset, self.checkpoint(flow))
+        return self.views[dataset]
+
+    def start(self, flow: Flow, trigger: Trigger, into: str | None = None) -> StreamingQuery | None:
+        """Start ``flow``'s query; None when it had nothing to run (a view without pipeline inputs).
+
+        Args:
+            flow: The flow.
+            trigger: When it runs.
+            into: The table to write instead of the target's own (a full refresh's staging table).
+
+        """
+        if self.resolver.kinds[flow.target] == "materialized_view":
+            return self.view(flow.target).start(trigger)
+        resolved = self.resolver.flows[flow.name]
+        df, target = resolved.df, self.resolver.graph.datasets[flow.target]
+        path = into or self.layout.table(flow.target)
+        checkpoint = self.checkpoint(flow)
+
+        def each_batch(handler: object) -> StreamingQuery:
+            return start_foreach_batch(df, name=flow.name, handler=handler,  # type: ignore[arg-type]
+                                       layout=self.layout, checkpoint=checkpoint, trigger=trigger)
+
+        if flow.cdc is not None:
+            retention = tombstone_retention(flow, self.resolver.table_properties(flow.target))
+            writer = AutoCdcWriter(flow, path, checkpoint.tombstones, retention)
+            writer.prepare(self.spark, df.schema)
+            return each_batch(writer.apply)
+        if target.handler is not None:
+            return each_batch(target.handler)
+        check_schema(self.spark, flow, target, path, table_schema(df),
+                     sole_writer=len(self.resolver.graph.flows_into(flow.target)) == 1)
+        if resolved.quarantines:  # the table and its quarantine, in one idempotent batch
+            quarantine = self.layout.quarantine(flow.target)
+            ensure_quarantine(self.spark, quarantine)
+            return each_batch(split_writer(flow.name, path, quarantine, target.partition_cols,
+                                           target.merge_schema))
+        return start_append(df, name=flow.name, path=path, trigger=trigger, checkpoint=checkpoint,
+                            partition_cols=target.partition_cols, merge_schema=target.merge_schema)

@@ -1,0 +1,184 @@
+"""The layout of everything under a pipeline's ``storage``; the only place such a location is spelled.
+
+::
+
+    <storage>/tables/<dataset>                               each dataset's Delta table
+    <storage>/tables/<dataset>_quarantine                    its quarantined rows
+    <storage>/_checkpoints/<dataset>/<flow>/<generation>     each flow's checkpoint (a full refresh moves on)
+    <storage>/_checkpoints/<dataset>/<flow>/<generation>/tombstones   an auto CDC flow's deletes
+    <storage>/_staging/<dataset>/refresh.json, table         a full refresh: its record and staging table
+    <storage>/_replay/<table>.json                           a quarantine replay's record
+    <storage>/_event_log                                     one row per micro-batch of every flow
+    <storage>/_warehouse                                     Spark's warehouse (local storage)
+
+Names starting with ``_`` never collide with a dataset. Records go through the layout's
+:class:`~deltaflow.storage.fs.FileSystem`.
+
+Example:
+    >>> layout = StorageLayout("/data")
+    >>> layout.table("bronze_clicks")
+    '/data/tables/bronze_clicks'
+    >>> layout.checkpoint("customers", "customers_cdc", generation=2).app_id("q-1")
+    'deltaflow:customers/customers_cdc/2:q-1'
+
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import TYPE_CHECKING
+
+from deltaflow.storage.fs import FileSystem, filesystem_for, local_path
+
+if TYPE_CHECKING:
+    from deltaflow.spec import Spec
+
+QUARANTINE_SUFFIX = "_quarantine"
+
+
+@dataclass(frozen=True)
+class FlowCheckpoint:
+    """One generation of one flow's checkpoint: where Spark keeps the flow's progress.
+
+    Its identity (dataset, flow, generation) is the ``txnAppId`` of the flow's idempotent writes, so a
+    full refresh, which starts a new generation, never has its first batches skipped as already written.
+    """
+
+    dataset: str
+    flow: str
+    generation: int
+    path: str
+
+    @property
+    def tombstones(self) -> str:
+        """An auto CDC flow's tombstone table (in the checkpoint, so a full refresh starts without them)."""
+        return f"{self.path}/tombstones"
+
+    @property
+    def metadata(self) -> str:
+        """Spark's ``metadata`` file of the checkpoint, holding the query id."""
+        return f"{self.path}/metadata"
+
+    def app_id(self, query_id: str) -> str:
+        """``txnAppId`` of the flow's writes: ``deltaflow:<dataset>/<flow>/<generation>:<query id>``."""
+        return f"deltaflow:{self.dataset}/{self.flow}/{self.generation}:{query_id}"
+
+
+@dataclass(frozen=True)
+class StorageLayout:
+    """Where everything under ``root`` (the spec's ``storage``) lives.
+
+    Args:
+        root: The storage folder (absolute) or URI.
+
+    """
+
+    root: str
+    _fs: FileSystem | None = field(default=None, compare=False, repr=False)
+
+    @classmethod
+    def of(cls, spec: Spec) -> StorageLayout:
+        """The layout of ``spec``'s storage."""
+        return cls(spec.storage_path)
+
+    @cached_property
+    def fs(self) -> FileSystem:
+        """The filesystem the layout's records and checkpoint folders go through."""
+        return self._fs if self._fs is not None else filesystem_for(self.root)
+
+    @property
+    def is_local(self) -> bool:
+        """Whether ``root`` is on the local disk."""
+        return local_path(self.root) is not None
+
+    # -- tables -----------------------------------------------------------------------------------------
+
+    @property
+    def tables(self) -> str:
+        """The folder holding every table."""
+        return f"{self.root}/tables"
+
+    def table(self, dataset: str) -> str:
+        """The Delta table of ``dataset``."""
+        return f"{self.tables}/{dataset}"
+
+    @staticmethod
+    def quarantine_name(dataset: str) -> str:
+        """The name of ``dataset``'s quarantine table."""
+        return f"{dataset}{QUARANTINE_SUFFIX}"
+
+    def quarantine(self, dataset: str) -> str:
+        """The Delta table of ``dataset``'s quarantined rows."""
+        return self.table(self.quarantine_name(dataset))
+
+    def quarantined_tables(self) -> list[str]:
+        """The tables that have a quarantine table."""
+        return [n.removesuffix(QUARANTINE_SUFFIX) for n in self.fs.list(self.tables)
+                if n.endswith(QUARANTINE_SUFFIX)]
+
+    def table_names(self) -> list[str]:
+        """The names of the tables in storage."""
+        return self.fs.list(self.tables)
+
+    @property
+    def event_log(self) -> str:
+        """The event log's Delta table."""
+        return f"{self.root}/_event_log"
+
+    @property
+    def warehouse(self) -> str:
+        """Spark's warehouse folder."""
+        return f"{self.root}/_warehouse"
+
+    # -- checkpoints --------------------------------------------------------------------------------------
+
+    def checkpoints(self, dataset: str, flow: str) -> str:
+        """The folder holding every generation of one flow's checkpoint."""
+        return f"{self.root}/_checkpoints/{dataset}/{flow}"
+
+    def current_generation(self, dataset: str, flow: str) -> int:
+        """The newest generation of a flow's checkpoint (0 for a flow that never ran)."""
+        names = self.fs.list(self.checkpoints(dataset, flow))
+        return max((int(n) for n in names if n.isdigit()), default=0)
+
+    def checkpoint(self, dataset: str, flow: str, generation: int | None = None) -> FlowCheckpoint:
+        """A generation of a flow's checkpoint (default: the current one)."""
+        if generation is None:
+            generation = self.current_generation(dataset, flow)
+        return FlowCheckpoint(dataset, flow, generation, f"{self.checkpoints(dataset, flow)}/{generation}")
+
+    def start_generation(self, dataset: str, flow: str, generation: int) -> FlowCheckpoint:
+        """Make ``generation`` the flow's current one: an empty checkpoint, so the flow starts over."""
+        checkpoint = self.checkpoint(dataset, flow, generation)
+        self.fs.make_dirs(checkpoint.path)
+        return checkpoint
+
+    def query_id(self, checkpoint: FlowCheckpoint) -> str:
+        """The id of the query checkpointed at ``checkpoint`` (once it has started)."""
+        metadata = self.fs.read_text(checkpoint.metadata)
+        return str(json.loads(metadata.splitlines()[0])["id"]) if metadata else "unknown"
+
+    # -- full refresh and replay --------------------------------------------------------------------------
+
+    def staging(self, dataset: str) -> str:
+        """The folder of a full refresh of ``dataset``: its record and staging table."""
+        return f"{self.root}/_staging/{dataset}"
+
+    def staging_table(self, dataset: str) -> str:
+        """The table a full refresh of ``dataset`` rebuilds into before replacing the real one."""
+        return f"{self.staging(dataset)}/table"
+
+    def refresh_record(self, dataset: str) -> str:
+        """The record of an unfinished full refresh of ``dataset``."""
+        return f"{self.staging(dataset)}/refresh.json"
+
+    def replay_record(self, table: str) -> str:
+        """The record of an unfinished quarantine replay of ``table``."""
+        return f"{self.root}/_replay/{table}.json"
+
+    @staticmethod
+    def replay_app_id(table: str, replay_id: str) -> str:
+        """``txnAppId`` of a quarantine replay's writes."""
+        return f"deltaflow:replay/{table}/{replay_id}"

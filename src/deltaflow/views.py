@@ -1,0 +1,82 @@
+"""How the read verbs show their answers: rich tables for people, JSON for scripts.
+
+Example:
+    >>> console.print(status_table(pipeline.status()))  # doctest: +SKIP
+
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from rich.table import Table
+
+if TYPE_CHECKING:
+    from deltaflow.commands.quarantine import QuarantineReport
+    from deltaflow.commands.status import FlowStatus
+
+
+def age(seconds: float | None) -> str:
+    """``seconds`` ago, in the largest unit that fits.
+
+    Example:
+        >>> age(7200)
+        '2 h ago'
+
+    """
+    if seconds is None:
+        return "-"
+    for unit, size in (("d", 86_400), ("h", 3_600), ("min", 60)):
+        if seconds >= size:
+            return f"{seconds / size:.0f} {unit} ago"
+    return f"{seconds:.0f} s ago"
+
+
+def _backlog(versions: int | None, offsets: int | None) -> str:
+    parts = ([f"{offsets:,} Kafka offsets"] if offsets is not None else []) + (
+        [f"{versions:,} Delta versions"] if versions is not None else [])
+    return ", ".join(parts) or "-"
+
+
+def status_table(flows: list[FlowStatus]) -> Table:
+    """One row per flow: state, last batch and its age, rates, backlog, and what needs a look."""
+    view = Table("flow", "state", "last batch", "rows/s in", "rows/s processed", "backlog", "note",
+                 title_justify="left")
+    for flow in flows:
+        rates = [f"{r:,.0f}" if r is not None else "-"
+                 for r in (flow.input_rows_per_second, flow.processed_rows_per_second)]
+        quality = ", ".join(f"{n:,} {what}" for n, what in ((flow.quarantined_rows, "quarantined"),
+                                                              (flow.dropped_rows, "dropped")) if n)
+        behind = "falling behind: input outruns processing" if flow.falling_behind else ""
+        note = "; ".join(p for p in (behind, quality, flow.error or "") if p)
+        batch = "-" if flow.last_batch is None else f"{flow.last_batch} ({age(flow.age_seconds)})"
+        view.add_row(flow.flow, flow.state, batch, *rates,
+                     _backlog(flow.delta_versions_behind, flow.kafka_offsets_behind), note)
+    return view
+
+
+def _position(row: dict[str, object]) -> str:
+    if row.get("topic") is not None:
+        return f"{row['topic']}/{row['partition']}@{row['offset']}"
+    return str(row.get("source_file") or "-")
+
+
+def quarantine_tables(report: QuarantineReport) -> tuple[Table, Table]:
+    """The counts by reason, and the sample rows with their source position."""
+    counts = Table("reason", "rows", title=f"{report.table}_quarantine: {report.rows:,} row(s)",
+                   title_justify="left")
+    for reason, count in report.reasons.items():
+        counts.add_row(reason, f"{count:,}")
+    samples = Table("reason", "source", "batch", "record", title="samples", title_justify="left")
+    for reason, rows in report.samples.items():
+        for row in rows:
+            samples.add_row(reason, _position(row), str(row["batch_id"]), str(row["record"])[:120])
+    return counts, samples
+
+
+def changes_table(table: str, rows: list[dict[str, Any]], limit: int) -> Table:
+    """The first ``limit`` change rows (all when ``limit`` <= 0)."""
+    view = Table(*rows[0].keys(), title=f"{table}: {len(rows):,} change(s)", title_justify="left")
+    for row in rows if limit <= 0 else rows[:limit]:
+        view.add_row(*("" if v is None else str(v) for v in row.values()))
+    return view
