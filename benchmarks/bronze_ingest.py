@@ -25,14 +25,11 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from deltaflow.dev.topics import create_topic
 from deltaflow.dev.broker import EmbeddedKafka
 from deltaflow.dev.generator import clickstream_event, produce
-from deltaflow.loader import load_graph
-from deltaflow.runtime.runner import PipelineRun
+from deltaflow.dev.topics import create_topic
+from deltaflow.pipeline import Pipeline
 from deltaflow.runtime.session import build_session
-from deltaflow.runtime.triggers import Trigger
-from deltaflow.spec import load_spec
 
 TOPIC = "bench_clicks"
 
@@ -106,14 +103,13 @@ def write_project(root: Path, bootstrap: str, max_offsets: int) -> Path:
 
 def deltaflow_job(spark, project: Path) -> tuple[float, float]:  # type: ignore[no-untyped-def]
     start = time.perf_counter()
-    spec = load_spec(project)
-    run = PipelineRun(spec, load_graph(spec), spark, Trigger("available_now"))
-    run.run(threading.Event())
+    run = Pipeline.load(project, spark=spark).start("available_now")
+    run.finish(threading.Event())
     return time.perf_counter() - start, sustained(run.queries["bronze_clicks"].recentProgress)
 
 
 def time_to_first_batch(project: Path) -> float:
-    log = project.parent / "storage" / "tables" / "bronze_clicks" / "_delta_log"
+    log = Path(Pipeline.load(project).layout.table("bronze_clicks")) / "_delta_log"
     start = time.perf_counter()
     proc = subprocess.Popen([sys.executable, "-m", "deltaflow", "run", "--available-now", "--quiet",
                              "--spec", str(project)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

@@ -42,11 +42,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from deltaflow.loader import load_graph
-from deltaflow.runtime.runner import PipelineRun
+from deltaflow.pipeline import Pipeline
 from deltaflow.runtime.session import build_session
-from deltaflow.runtime.triggers import Trigger
-from deltaflow.spec import load_spec
 
 SEQ_STEP = 10**12  # seq = batch * SEQ_STEP + id: above every earlier batch's (ids stay below SEQ_STEP)
 CITIES = ("Amsterdam", "Berlin", "Lisbon", "Madrid", "Oslo", "Paris", "Prague", "Rome", "Vienna", "Warsaw")
@@ -222,13 +219,13 @@ def deltaflow_job(spark: Any, events: str, out: Path, rows: int, batches: int) -
     (out / "deltaflow.yml").write_text(
         "name: cdc_bench\nstorage: ./storage\nlibraries: [transformations/*.py]\n")
     start = time.perf_counter()
-    spec = load_spec(out / "deltaflow.yml")
-    run = PipelineRun(spec, load_graph(spec), spark, Trigger("available_now"))
-    run.run(threading.Event())
+    pipeline = Pipeline.load(out, spark=spark)
+    run = pipeline.start("available_now")
+    run.finish(threading.Event())
     wall = time.perf_counter() - start
     result = counted(run.queries["accounts"].recentProgress, rows, batches, "deltaflow")
     result.wall = wall
-    result.merge_millis = merge_times(spark, str(out / "storage" / "tables" / "accounts"))[1:]
+    result.merge_millis = merge_times(spark, pipeline.layout.table("accounts"))[1:]
     return result
 
 
@@ -345,7 +342,7 @@ def main() -> None:
             expected = fingerprint(expected_state(spark, events))
             got_hand = fingerprint(spark.read.format("delta").load(str(cell / "hand" / "accounts")))
             got_ours = fingerprint(spark.read.format("delta").load(
-                str(cell / "deltaflow" / "storage" / "tables" / "accounts")))
+                Pipeline.load(cell / "deltaflow").layout.table("accounts")))
             same = got_hand == got_ours
             correct = got_hand == expected and got_ours == expected
             identical = identical and same and correct

@@ -45,9 +45,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
 
-from deltaflow.dev.topics import QUIET, admin_client, create_topic
 from deltaflow.dev.broker import EmbeddedKafka
 from deltaflow.dev.generator import EventGenerator, clickstream_event, encode_event, produce, user_key
+from deltaflow.dev.topics import QUIET, admin_client, create_topic
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "clickstream"
 GOLD = "gold_hourly_product_metrics"
@@ -255,10 +255,7 @@ class Deltaflow:
         self.outcomes: list[Any] = []
 
     def start(self) -> None:
-        from deltaflow.loader import load_graph
-        from deltaflow.runtime.runner import PipelineRun
-        from deltaflow.runtime.triggers import Trigger
-        from deltaflow.spec import load_spec
+        from deltaflow.pipeline import Pipeline
 
         project = self.root / "project"
         shutil.copytree(EXAMPLE, project, ignore=shutil.ignore_patterns("__pycache__", "data", "storage"))
@@ -272,20 +269,18 @@ class Deltaflow:
         if patched.count(self.topic) != 1 or not limited:
             raise RuntimeError(f"{bronze}: 'read_kafka(\"clicks\", {limit}50_000)' not found")
         bronze.write_text(patched)
-        os.environ["DELTAFLOW_STORAGE"] = str(self.root / "storage")
-        os.environ["DELTAFLOW_KAFKA"] = self.bootstrap
-        spec = load_spec(project)
-        graph = load_graph(spec)
-        per_flow = {}
-        if self.intervals:
+        if self.intervals:  # per-flow trigger intervals, declared in the spec as a user would
             stage = {"bronze_clicks": "bronze", "silver_clicks": "silver", GOLD: "gold"}
-            per_flow = {name: Trigger("continuous", self.intervals[stage[flow.target]])
-                        for name, flow in graph.flows.items()}
-        self.run = PipelineRun(spec, graph, self.spark, Trigger("continuous", spec.trigger.interval),
-                               flow_triggers=per_flow)
-        self.gold = Path(f"{spec.storage_path}/tables/{GOLD}")
+            flows = "".join(f"    {name}: {{interval: {self.intervals[part]}}}\n"
+                            for name, part in stage.items())
+            spec = project / "deltaflow.yml"
+            spec.write_text(spec.read_text() + f"  flows:\n{flows}")
+        pipeline = Pipeline.load(project, spark=self.spark,
+                                 env={"DELTAFLOW_STORAGE": str(self.root / "storage"),
+                                      "DELTAFLOW_KAFKA": self.bootstrap})
+        self.gold = Path(pipeline.layout.table(GOLD))
         self.stopping = threading.Event()
-        self.run.start()
+        self.run = pipeline.start("continuous")
         self.thread = threading.Thread(target=self._wait, name="deltaflow-run", daemon=True)
         self.thread.start()
 

@@ -33,11 +33,8 @@ from pathlib import Path
 from typing import Any
 
 from cdc_merge import machine_line, versions_line
-from deltaflow.loader import load_graph
-from deltaflow.runtime.runner import PipelineRun
+from deltaflow.pipeline import Pipeline
 from deltaflow.runtime.session import build_session
-from deltaflow.runtime.triggers import Trigger
-from deltaflow.spec import load_spec
 
 SCHEMA = "event_id STRING, user_id STRING, amount DOUBLE, event_time TIMESTAMP"
 BAD_SHARE = 0.05
@@ -104,9 +101,8 @@ def deltaflow_job(spark: Any, bronze: str, out: Path) -> tuple[int, list[int]]:
     (out / "transformations" / "defs.py").write_text(DEFINITIONS.format(bronze=bronze, schema=SCHEMA))
     (out / "deltaflow.yml").write_text(
         "name: quality_bench\nstorage: ./storage\nlibraries: [transformations/*.py]\n")
-    spec = load_spec(out / "deltaflow.yml")
-    run = PipelineRun(spec, load_graph(spec), spark, Trigger("available_now"))
-    run.run(threading.Event())
+    run = Pipeline.load(out, spark=spark).start("available_now")
+    run.finish(threading.Event())
     return durations(run.queries["silver"].recentProgress)
 
 
@@ -133,12 +129,12 @@ def main() -> None:
         print(f"bronze: {args.batches} commits of {args.rows:,} records, {BAD_SHARE:.0%} malformed in 4 ways")
         hand_rows, hand_ms = hand_written(spark, bronze, tmp / "hand")
         ours_rows, ours_ms = deltaflow_job(spark, bronze, tmp / "deltaflow")
-        storage = tmp / "deltaflow" / "storage"
-        silver = spark.read.format("delta").load(str(storage / "tables" / "silver")).count()
-        quarantine = spark.read.format("delta").load(str(storage / "tables" / "silver_quarantine"))
+        layout = Pipeline.load(tmp / "deltaflow").layout
+        silver = spark.read.format("delta").load(layout.table("silver")).count()
+        quarantine = spark.read.format("delta").load(layout.quarantine("silver"))
         reasons = {r["reason"]: r["count"] for r in quarantine.selectExpr("failed_expectations[0] AS reason")
                    .groupBy("reason").count().collect()}
-        log = spark.read.format("delta").load(str(storage / "_event_log")).where("flow = 'silver'")
+        log = spark.read.format("delta").load(layout.event_log).where("flow = 'silver'")
         dropped = sum(json.loads(r["expectations"])["_dropped"] for r in log.collect() if r["expectations"])
         hand_silver = spark.read.format("delta").load(str(tmp / "hand" / "silver")).count()
         spark.stop()

@@ -1,4 +1,9 @@
-"""Shared fixtures: one SparkSession and one Kafka broker for the whole run, and pipeline projects."""
+"""Fixtures every tier shares: one SparkSession for the whole run, and pipeline projects on disk.
+
+Each tier's ``conftest.py`` marks its own tests (``unit``, ``spark``, ``integration``), so markers follow
+the directory: ``pytest -m unit`` is ``make test-fast``. The SparkSession starts on first use, so the unit
+tier never starts a JVM.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from helpers import Project, free_port
+from helpers import Project
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -23,16 +28,6 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
                                    "spark.sql.shuffle.partitions": "2"})
     yield session
     session.stop()
-
-
-@pytest.fixture(scope="session")
-def kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    from deltaflow.dev.broker import EmbeddedKafka
-
-    broker = EmbeddedKafka(state_dir=tmp_path_factory.mktemp("kafka"), port=free_port())
-    bootstrap = broker.start()
-    yield bootstrap
-    broker.stop()
 
 
 @pytest.fixture

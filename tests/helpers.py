@@ -8,7 +8,6 @@ import socket
 import subprocess
 import sys
 import textwrap
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -17,7 +16,18 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from deltaflow.pipeline import Pipeline
     from deltaflow.runtime.runner import FlowOutcome
+    from deltaflow.storage import StorageLayout
+
+
+def mark_tier(items: list[Any], folder: Path, marker: str) -> None:
+    """Give every test collected under ``folder`` its tier's ``marker`` (markers follow the directory)."""
+    import pytest
+
+    for item in items:
+        if folder in item.path.parents:
+            item.add_marker(getattr(pytest.mark, marker))
 
 
 def free_port() -> int:
@@ -39,8 +49,19 @@ class Project:
         self.spec_path = root / "deltaflow.yml"
         self.storage = root / "storage"
 
+    @property
+    def layout(self) -> StorageLayout:
+        from deltaflow.storage import StorageLayout
+
+        return StorageLayout(str(self.storage.resolve()))
+
+    def pipeline(self, spark: SparkSession | None = None) -> Pipeline:
+        from deltaflow.pipeline import Pipeline
+
+        return Pipeline.load(self.spec_path, spark=spark)
+
     def table(self, name: str) -> str:
-        return str(self.storage / "tables" / name)
+        return self.layout.table(name)
 
     def drop(self, name: str, records: list[dict[str, Any]], folder: str = "landing") -> None:
         """Drop a JSON-lines file into the project's ``folder`` (it appears atomically)."""
@@ -50,16 +71,10 @@ class Project:
         write_json_lines(self.root / folder, name, records)
 
     def checkpoint(self, dataset: str, flow: str | None = None, generation: int = 0) -> Path:
-        return self.storage / "_checkpoints" / dataset / (flow or dataset) / str(generation)
+        return Path(self.layout.checkpoint(dataset, flow or dataset, generation).path)
 
     def run(self, spark: SparkSession, mode: str = "available_now") -> list[FlowOutcome]:
-        from deltaflow.loader import load_graph
-        from deltaflow.runtime.runner import PipelineRun
-        from deltaflow.runtime.triggers import Trigger
-        from deltaflow.spec import load_spec
-
-        spec = load_spec(self.spec_path)
-        return PipelineRun(spec, load_graph(spec), spark, Trigger(mode)).run(threading.Event())  # type: ignore[arg-type]
+        return self.pipeline(spark).run(mode)  # type: ignore[arg-type]
 
 
 def cli_env() -> dict[str, str]:
@@ -105,3 +120,13 @@ def kill_group(proc: subprocess.Popen[bytes]) -> None:
             return
         time.sleep(0.01)
     raise AssertionError("process group survived SIGKILL")
+
+
+def cli(capsys: Any, *args: str) -> subprocess.CompletedProcess[str]:
+    """Run ``deltaflow ARGS`` in this process (on the session's Spark, if it needs one), like a subprocess."""
+    from deltaflow.cli import invoke
+
+    capsys.readouterr()
+    code = invoke(list(args))
+    captured = capsys.readouterr()
+    return subprocess.CompletedProcess(["deltaflow", *args], code, captured.out, captured.err)

@@ -10,7 +10,6 @@ import json
 import random
 import subprocess
 import sys
-import threading
 import uuid
 from collections import Counter
 from typing import Any
@@ -18,13 +17,11 @@ from typing import Any
 import pytest
 from deltalake import DeltaTable
 
-from deltaflow.loader import load_graph
-from deltaflow.runtime.runner import PipelineRun
-from deltaflow.runtime.triggers import Trigger
+from deltaflow.pipeline import Pipeline
 from deltaflow.spec import load_spec
 from helpers import Project, cli_env
 
-pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.slow]
+pytestmark = pytest.mark.slow
 
 EVENTS = 100_000
 BAD_SHARE = 0.05
@@ -66,8 +63,8 @@ def good_event(i: int, rng: random.Random) -> dict[str, Any]:
 
 def test_malformed_events_are_quarantined_with_their_reason_and_good_ones_kept_exactly(
         spark, kafka_bootstrap: str, tmp_path) -> None:  # type: ignore[no-untyped-def]
-    from deltaflow.dev.topics import create_topic
     from deltaflow.dev.generator import produce
+    from deltaflow.dev.topics import create_topic
 
     rng = random.Random(5)
     topic = f"bad-input-{uuid.uuid4().hex[:8]}"
@@ -86,7 +83,7 @@ def test_malformed_events_are_quarantined_with_their_reason_and_good_ones_kept_e
 
     project = Project(tmp_path / "p", PIPELINE.format(topic=topic), bootstrap=kafka_bootstrap)
     spec = load_spec(project.spec_path)
-    outcomes = PipelineRun(spec, load_graph(spec), spark, Trigger("available_now")).run(threading.Event())
+    outcomes = Pipeline(spec, spark=spark).run("available_now")
     assert {o.state for o in outcomes} == {"completed"}
 
     silver = DeltaTable(project.table("silver_events")).to_pyarrow_table().to_pylist()
@@ -121,7 +118,7 @@ def test_malformed_events_are_quarantined_with_their_reason_and_good_ones_kept_e
     assert report["reasons"] == dict(Counter(r for q in quarantine for r in q["failed_expectations"]))
     assert all(s["topic"] == topic for samples in report["samples"].values() for s in samples)
 
-    log = DeltaTable(str(project.storage / "_event_log")).to_pyarrow_table().to_pylist()
+    log = DeltaTable(project.layout.event_log).to_pyarrow_table().to_pylist()
     counts = [json.loads(e["expectations"]) for e in log
               if e["flow"] == "silver_events" and e["expectations"]]
     # rows in = rows out + rows quarantined + rows dropped, over every batch

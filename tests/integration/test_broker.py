@@ -14,13 +14,11 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
-from deltaflow.errors import KafkaBrokerError, SourceError
-from deltaflow.dev.topics import admin_client, create_topic
 from deltaflow.dev.broker import READY_TOPIC, EmbeddedKafka
 from deltaflow.dev.generator import EventGenerator, clickstream_event, encode_event, produce, user_key
+from deltaflow.dev.topics import admin_client, create_topic
+from deltaflow.errors import KafkaBrokerError, SourceError
 from deltaflow.sources.kafka import check_reachable
-
-pytestmark = pytest.mark.kafka
 
 
 def free_port() -> int:

@@ -2,17 +2,12 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import uuid
 
-import pytest
 from confluent_kafka import Producer
 from deltalake import DeltaTable
 
-from helpers import cli_env, free_port
-
-pytestmark = [pytest.mark.spark, pytest.mark.kafka]
+from helpers import cli, free_port
 
 BRONZE = """
 import deltaflow as dp
@@ -91,12 +86,10 @@ def test_restart_after_clean_stop_appends_nothing(spark, kafka_bootstrap, make_p
     assert table.num_rows == 600 == len(pairs)
 
 
-def test_unreachable_broker_is_one_line_naming_the_address(tmp_path, make_project) -> None:
+def test_unreachable_broker_is_one_line_naming_the_address(spark, tmp_path, make_project, capsys) -> None:  # type: ignore[no-untyped-def]
     address = f"127.0.0.1:{free_port()}"
     project = make_project(BRONZE.format(topic="t"), bootstrap=address)
-    proc = subprocess.run([sys.executable, "-m", "deltaflow", "run", "--available-now", "--spec",
-                           str(project.spec_path)], capture_output=True, text=True, timeout=180,
-                          env=cli_env())
+    proc = cli(capsys, "run", "--available-now", "--spec", str(project.spec_path))
     assert proc.returncode == 1
     errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
     assert len(errors) == 1, proc.stderr

@@ -17,9 +17,10 @@ import pytest
 from deltalake import DeltaTable
 
 from cdc_model import replay, scd1, scd2
+from deltaflow.storage import StorageLayout
 from helpers import Project, batch_ids, cli_env, in_flight, kill_group, wait_for
 
-pytestmark = [pytest.mark.spark, pytest.mark.slow]
+pytestmark = pytest.mark.slow
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "customers_cdc"
 
@@ -87,14 +88,13 @@ ROUNDS = 4
 
 
 def table(storage: Path, name: str, columns: list[str] | None = None) -> list[dict[str, Any]]:
-    return DeltaTable(str(storage / "tables" / name)).to_pyarrow_table(columns=columns).to_pylist()
+    return DeltaTable(StorageLayout(str(storage)).table(name)).to_pyarrow_table(columns=columns).to_pylist()
 
 
-@pytest.mark.kafka
 def test_customers_cdc_example_matches_the_reference_model_across_sigkills(kafka_bootstrap, tmp_path) -> None:  # type: ignore[no-untyped-def]
-    from deltaflow.dev.topics import create_topic
     from deltaflow.dev.generator import field_key, produce
     from deltaflow.dev.sample_data import customer_changes
+    from deltaflow.dev.topics import create_topic
 
     rng = random.Random(20261122)
     topic = f"customer-changes-{uuid.uuid4().hex[:8]}"
@@ -103,7 +103,7 @@ def test_customers_cdc_example_matches_the_reference_model_across_sigkills(kafka
     env = {**cli_env(), "DELTAFLOW_STORAGE": str(storage), "DELTAFLOW_KAFKA": kafka_bootstrap,
            "DELTAFLOW_TOPIC": topic}
     events = customer_changes(150, 3_000, seed=2026, disorder=40, duplicates=0.06, delete_share=0.12)
-    checkpoint = storage / "_checkpoints" / "customers" / "customers" / "0"
+    checkpoint = Path(StorageLayout(str(storage)).checkpoint("customers", "customers", 0).path)
     command = [sys.executable, "-m", "deltaflow", "run", "--continuous", "--spec", str(EXAMPLE)]
     size = len(events) // ROUNDS + 1
     for attempt in range(ROUNDS):

@@ -20,7 +20,7 @@ from deltalake import DeltaTable
 
 from helpers import Project, batch_ids, cli_env, in_flight, kill_group, wait_for
 
-pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.slow]
+pytestmark = pytest.mark.slow
 
 EVENTS = 50_000
 KILLS = 6
@@ -36,8 +36,8 @@ def bronze_events():
 
 
 def test_exactly_once_across_repeated_sigkills(spark, kafka_bootstrap: str, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    from deltaflow.dev.topics import create_topic
     from deltaflow.dev.generator import produce
+    from deltaflow.dev.topics import create_topic
 
     rng = random.Random(20261121)
     topic = f"exactly-once-{uuid.uuid4().hex[:8]}"

@@ -13,7 +13,6 @@ from __future__ import annotations
 import random
 import subprocess
 import sys
-import threading
 import uuid
 from collections import Counter, defaultdict
 from collections.abc import Iterable
@@ -24,6 +23,8 @@ from typing import Any
 import pytest
 from deltalake import DeltaTable
 
+from deltaflow.pipeline import Pipeline
+from deltaflow.storage import StorageLayout
 from helpers import cli_env
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -42,18 +43,12 @@ def use_example(name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, boot
 
 
 def run_example(spark: Any, folder: Path) -> None:
-    from deltaflow.loader import load_graph
-    from deltaflow.runtime.runner import PipelineRun
-    from deltaflow.runtime.triggers import Trigger
-    from deltaflow.spec import load_spec
-
-    spec = load_spec(folder)
-    outcomes = PipelineRun(spec, load_graph(spec), spark, Trigger("available_now")).run(threading.Event())
+    outcomes = Pipeline.load(folder, spark=spark).run("available_now")
     assert {o.flow: o.state for o in outcomes} == {o.flow: "completed" for o in outcomes}
 
 
 def rows(tmp_path: Path, table: str) -> list[dict[str, Any]]:
-    return DeltaTable(str(tmp_path / "storage" / "tables" / table)).to_pyarrow_table().to_pylist()
+    return DeltaTable(StorageLayout(str(tmp_path / "storage")).table(table)).to_pyarrow_table().to_pylist()
 
 
 def ts(text: str) -> datetime:
@@ -89,11 +84,9 @@ def hourly_metrics(events: Iterable[dict[str, Any]]) -> dict[Any, tuple[int, int
             for key, g in groups.items()}
 
 
-@pytest.mark.spark
-@pytest.mark.kafka
 def test_clickstream_gold_equals_a_batch_recomputation(spark, kafka_bootstrap, tmp_path, monkeypatch) -> None:
-    from deltaflow.dev.topics import create_topic
     from deltaflow.dev.generator import clickstream_event, produce, user_key
+    from deltaflow.dev.topics import create_topic
 
     folder = use_example("clickstream", tmp_path, monkeypatch, kafka_bootstrap)
     create_topic(kafka_bootstrap, "clicks", partitions=3)
@@ -148,7 +141,6 @@ def daily_sales(orders: Iterable[dict[str, Any]]) -> dict[Any, tuple[int, float,
     return {key: (len(a), sum(a), sum(a) / len(a)) for key, a in groups.items()}
 
 
-@pytest.mark.spark
 def test_orders_silver_is_clean_and_gold_exact(spark, tmp_path, monkeypatch) -> None:
     from deltaflow.dev.sample_data import order_events, write_json_lines
 
@@ -234,12 +226,10 @@ def suspicious(tx: dict[str, Any], dimension: dict[str, dict[str, Any]]) -> bool
             or (c["account_age_days"] < 30 and tx["amount"] > 1000))
 
 
-@pytest.mark.spark
-@pytest.mark.kafka
 def test_fraud_flags_with_the_dimension_as_of_each_run(spark, kafka_bootstrap, tmp_path, monkeypatch) -> None:
-    from deltaflow.dev.topics import create_topic
     from deltaflow.dev.generator import produce
     from deltaflow.dev.sample_data import customer_key, customer_records, transaction_event, write_json_lines
+    from deltaflow.dev.topics import create_topic
 
     folder = use_example("fraud", tmp_path, monkeypatch, kafka_bootstrap)
     landing = tmp_path / "landing" / "customers"

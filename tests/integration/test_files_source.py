@@ -5,8 +5,6 @@ from __future__ import annotations
 import pytest
 from deltalake import DeltaTable
 
-pytestmark = pytest.mark.spark
-
 DEFS = """
 import deltaflow as dp
 

@@ -14,8 +14,6 @@ from deltalake import DeltaTable
 
 from helpers import Project, cli_env
 
-pytestmark = [pytest.mark.spark, pytest.mark.kafka]
-
 EVENTS = 3_000
 
 
@@ -27,8 +25,8 @@ def rows_in(path: str) -> int:
 
 
 def test_sigterm_stops_cleanly_and_restart_reappends_nothing(kafka_bootstrap: str, tmp_path: Path) -> None:
-    from deltaflow.dev.topics import create_topic
     from deltaflow.dev.generator import produce
+    from deltaflow.dev.topics import create_topic
 
     topic = f"graceful-{uuid.uuid4().hex[:8]}"
     create_topic(kafka_bootstrap, topic, partitions=3)
@@ -72,11 +70,9 @@ def test_stop_under_steady_input_ends_and_loses_nothing(spark, kafka_bootstrap: 
     """With input arriving all the time a new batch starts the instant one commits; stop must still end."""
     import threading
 
-    from deltaflow.dev.topics import create_topic
     from deltaflow.dev.generator import EventGenerator
-    from deltaflow.loader import load_graph
-    from deltaflow.runtime.runner import PipelineRun
-    from deltaflow.runtime.triggers import Trigger
+    from deltaflow.dev.topics import create_topic
+    from deltaflow.pipeline import Pipeline
     from deltaflow.spec import load_spec
 
     topic = f"steady-{uuid.uuid4().hex[:8]}"
@@ -88,8 +84,7 @@ def test_stop_under_steady_input_ends_and_loses_nothing(spark, kafka_bootstrap: 
     generator.start()
     try:
         spec = load_spec(project.spec_path)
-        run = PipelineRun(spec, load_graph(spec), spark, Trigger("continuous"))
-        run.start()
+        run = Pipeline(spec, spark=spark).start("continuous")
         query = run.queries["bronze"]
         deadline = time.monotonic() + 120
         while (query.lastProgress is None or query.lastProgress.batchId < 3) and time.monotonic() < deadline:

@@ -2,26 +2,17 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import textwrap
-import threading
 import uuid
 from typing import Any
 
-import pytest
 from deltalake import DeltaTable
 
-from deltaflow.context import PipelineContext
-from deltaflow.loader import load_graph
 from deltaflow.commands.replay import apply_replay, pending_replay, replay_quarantine, start_replay
-from deltaflow.resolve import Resolver
-from deltaflow.runtime.runner import PipelineRun
-from deltaflow.runtime.triggers import Trigger
+from deltaflow.pipeline import Pipeline
+from deltaflow.resolve.resolver import Resolver
 from deltaflow.spec import load_spec
-from helpers import Project, cli_env
-
-pytestmark = [pytest.mark.spark, pytest.mark.kafka]
+from helpers import Project, cli
 
 DEFS = """
 import deltaflow as dp
@@ -51,12 +42,13 @@ def ids(project: Project, table: str) -> list[str]:
 
 def resolver(spark, project: Project) -> Resolver:  # type: ignore[no-untyped-def]
     spec = load_spec(project.spec_path)
-    return Resolver(load_graph(spec), PipelineContext(spark=spark, spec=spec)).resolve()
+    return Pipeline(spec, spark=spark).resolve()
 
 
-def test_replay_after_fixing_the_rule_feeds_each_row_once(spark, kafka_bootstrap: str, tmp_path) -> None:  # type: ignore[no-untyped-def]
-    from deltaflow.dev.topics import create_topic
+def test_replay_after_fixing_the_rule_feeds_each_row_once(  # type: ignore[no-untyped-def]
+        spark, kafka_bootstrap: str, tmp_path, capsys) -> None:
     from deltaflow.dev.generator import produce
+    from deltaflow.dev.topics import create_topic
 
     topic = f"replay-{uuid.uuid4().hex[:8]}"
     create_topic(kafka_bootstrap, topic, partitions=2)
@@ -65,7 +57,7 @@ def test_replay_after_fixing_the_rule_feeds_each_row_once(spark, kafka_bootstrap
     project = Project(tmp_path / "p", "", bootstrap=kafka_bootstrap)
     define(project, topic, limit=200)
     spec = load_spec(project.spec_path)
-    PipelineRun(spec, load_graph(spec), spark, Trigger("available_now")).run(threading.Event())
+    Pipeline(spec, spark=spark).run("available_now")
     small = [e["event_id"] for e in events if e["amount"] < 200]
     assert ids(project, "silver") == small
     assert len(ids(project, "silver_quarantine")) == 40 - len(small) + 2
@@ -88,10 +80,8 @@ def test_replay_after_fixing_the_rule_feeds_each_row_once(spark, kafka_bootstrap
     assert pending_replay(str(project.storage), "silver") is None
 
     # Through the CLI, with nothing left that the fixed rule lets through: nothing changes.
-    cli = subprocess.run([sys.executable, "-m", "deltaflow", "quarantine", "replay", "silver", "--where",
-                          where, "--spec", str(project.spec_path)], capture_output=True, text=True,
-                         env=cli_env(), timeout=300)
-    assert cli.returncode == 0, cli.stderr[-2000:]
-    assert f"{40 - len(passing)} quarantined row(s) re-fed, 0 passed" in cli.stdout
+    shown = cli(capsys, "quarantine", "replay", "silver", "--where", where, "--spec", str(project.spec_path))
+    assert shown.returncode == 0, shown.stderr[-2000:]
+    assert f"{40 - len(passing)} quarantined row(s) re-fed, 0 passed" in shown.stdout
     assert ids(project, "silver") == passing
     assert len(DeltaTable(project.table("silver_quarantine")).to_pyarrow_table()) == len(quarantine)

@@ -17,18 +17,13 @@ import pytest
 from deltalake import DeltaTable
 
 from cdc_model import replay, scd1, scd2
-from deltaflow.context import PipelineContext
-from deltaflow.errors import FlowError, GraphError
-from deltaflow.loader import load_graph
 from deltaflow.commands.changes import table_changes
-from deltaflow.resolve import Resolver
-from deltaflow.runtime.runner import PipelineRun, RunPlan
-from deltaflow.runtime.triggers import Trigger
 from deltaflow.dev.sample_data import customer_changes
+from deltaflow.errors import FlowError, GraphError
+from deltaflow.pipeline import Pipeline
+from deltaflow.runtime.runner import PipelineRun, RunPlan
 from deltaflow.spec import load_spec
 from helpers import Project, cli_env
-
-pytestmark = pytest.mark.spark
 
 COLUMNS = ["customer_id", "seq", "name", "email", "tier", "city"]
 
@@ -61,8 +56,8 @@ def change_counts():
 
 def run(spark, project: Project, plan: RunPlan | None = None) -> PipelineRun:  # type: ignore[no-untyped-def]
     spec = load_spec(project.spec_path)
-    pipeline = PipelineRun(spec, load_graph(spec), spark, Trigger("available_now"), plan=plan)
-    pipeline.run(threading.Event())
+    pipeline = Pipeline(spec, spark=spark).start("available_now", plan=plan)
+    pipeline.finish(threading.Event())
     return pipeline
 
 
@@ -303,7 +298,7 @@ def test_cdc_mistakes_are_one_line_errors_at_their_line(spark, make_project: Cal
     (project.root / "landing").mkdir()
     spec = load_spec(project.spec_path)
     with pytest.raises(GraphError, match=message):
-        Resolver(load_graph(spec), PipelineContext(spark=spark, spec=spec), analyze_only=True).resolve()
+        Pipeline(spec, spark=spark).dry_run()
 
 
 def test_expired_tombstones_are_dropped_every_hundred_batches(spark, tmp_path) -> None:  # type: ignore[no-untyped-def]
@@ -336,7 +331,7 @@ def test_change_feed_for_every_table_from_the_spec(spark, make_project) -> None:
     project = make_project(code, spec_extra="table_properties:\n  delta.enableChangeDataFeed: true\n")
     (project.root / "landing").mkdir()
     spec = load_spec(project.spec_path)
-    resolver = Resolver(load_graph(spec), PipelineContext(spark=spark, spec=spec)).resolve()
+    resolver = Pipeline(spec, spark=spark).resolve()
     assert resolver.flows["reader"].changes == {"target"}
     assert "_change_type" in resolver.schemas["reader"].names
     for table in ("changes", "target"):
@@ -352,4 +347,4 @@ def test_change_feed_for_every_table_from_the_spec(spark, make_project) -> None:
     spec = load_spec(asked.spec_path)
     with pytest.raises(GraphError, match=r"defs\.py:11: 'reader' holds the change-feed columns _change_type, "
                        "_commit_version, _commit_timestamp"):
-        Resolver(load_graph(spec), PipelineContext(spark=spark, spec=spec), analyze_only=True).resolve()
+        Pipeline(spec, spark=spark).dry_run()

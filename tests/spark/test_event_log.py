@@ -5,20 +5,15 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import threading
 from typing import Any
 
 import pytest
 from deltalake import DeltaTable
 
 from deltaflow.errors import FlowError
-from deltaflow.loader import load_graph
-from deltaflow.runtime.runner import PipelineRun
-from deltaflow.runtime.triggers import Trigger
+from deltaflow.pipeline import Pipeline
 from deltaflow.spec import load_spec
 from helpers import Project, cli_env
-
-pytestmark = pytest.mark.spark
 
 PIPELINE = """
 import deltaflow as dp
@@ -45,11 +40,11 @@ def numbered(prefix: str, values: list[int]) -> list[dict[str, Any]]:
 
 def run(spark, project: Project) -> None:  # type: ignore[no-untyped-def]
     spec = load_spec(project.spec_path)
-    PipelineRun(spec, load_graph(spec), spark, Trigger("available_now")).run(threading.Event())
+    Pipeline(spec, spark=spark).run("available_now")
 
 
 def events(project: Project) -> list[dict[str, Any]]:
-    return DeltaTable(str(project.storage / "_event_log")).to_pyarrow_table().to_pylist()
+    return DeltaTable(project.layout.event_log).to_pyarrow_table().to_pylist()
 
 
 def test_every_batch_and_flow_end_is_logged_and_status_reads_it_without_spark(spark, make_project) -> None:  # type: ignore[no-untyped-def]
@@ -62,7 +57,7 @@ def test_every_batch_and_flow_end_is_logged_and_status_reads_it_without_spark(sp
         run(spark, project)
 
     log = events(project)
-    assert spark.read.format("delta").load(str(project.storage / "_event_log")).count() == len(log)
+    assert spark.read.format("delta").load(project.layout.event_log).count() == len(log)
     first_seen = {e["run_id"]: min(x["end_time"] for x in log if x["run_id"] == e["run_id"]) for e in log}
     runs = sorted(first_seen, key=first_seen.__getitem__)
     assert len(runs) == 2 and {e["pipeline"] for e in log} == {"test"}

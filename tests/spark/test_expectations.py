@@ -3,20 +3,15 @@
 from __future__ import annotations
 
 import json
-import threading
 from typing import Any
 
 import pytest
 from deltalake import DeltaTable
 
 from deltaflow.errors import FlowError
-from deltaflow.loader import load_graph
-from deltaflow.runtime.runner import PipelineRun
-from deltaflow.runtime.triggers import Trigger
+from deltaflow.pipeline import Pipeline
 from deltaflow.spec import load_spec
 from helpers import Project
-
-pytestmark = pytest.mark.spark
 
 RULES = """
 import deltaflow as dp
@@ -37,7 +32,7 @@ def silver():
 
 def run(spark, project: Project) -> None:  # type: ignore[no-untyped-def]
     spec = load_spec(project.spec_path)
-    PipelineRun(spec, load_graph(spec), spark, Trigger("available_now")).run(threading.Event())
+    Pipeline(spec, spark=spark).run("available_now")
 
 
 def table(project: Project, name: str) -> list[dict[str, Any]]:
@@ -68,7 +63,7 @@ def test_rules_keep_drop_and_quarantine_rows_and_every_row_is_accounted_for(spar
         assert row["source_file"].endswith("1.json")
         assert json.loads(row["record"])["source_file"] == row["source_file"]
 
-    log = DeltaTable(str(project.storage / "_event_log")).to_pyarrow_table().to_pylist()
+    log = DeltaTable(project.layout.event_log).to_pyarrow_table().to_pylist()
     counts = [json.loads(e["expectations"]) for e in log if e["flow"] == "silver" and e["expectations"]]
     assert len(counts) == 1
     (batch,) = counts
@@ -113,13 +108,11 @@ def test_a_failing_rule_stops_its_flow_writing_nothing_of_the_batch(spark, make_
 
 
 def test_a_bad_condition_is_a_dry_run_error_at_the_definition(spark, make_project) -> None:  # type: ignore[no-untyped-def]
-    from deltaflow.context import PipelineContext
     from deltaflow.errors import GraphError
-    from deltaflow.resolve import Resolver
 
     project = make_project(FAIL.replace("amount > 0", "amout > 0"))
     (project.root / "landing").mkdir()
     spec = load_spec(project.spec_path)
     with pytest.raises(GraphError, match=r"defs\.py:\d+: flow 'silver': an expectation does not analyse: "
                        r".*amout"):
-        Resolver(load_graph(spec), PipelineContext(spark=spark, spec=spec), analyze_only=True).resolve()
+        Pipeline(spec, spark=spark).dry_run()

@@ -4,15 +4,11 @@ from __future__ import annotations
 
 import threading
 
-import pytest
 from deltalake import DeltaTable
 
-from deltaflow.loader import load_graph
+from deltaflow.pipeline import Pipeline
 from deltaflow.runtime.runner import PipelineRun, RunPlan
-from deltaflow.runtime.triggers import Trigger
 from deltaflow.spec import load_spec
-
-pytestmark = pytest.mark.spark
 
 APPEND_FLOWS = """
 import deltaflow as dp
@@ -35,8 +31,8 @@ def throttled():
 
 def run(spark, project, plan: RunPlan | None = None) -> PipelineRun:  # type: ignore[no-untyped-def]
     spec = load_spec(project.spec_path)
-    pipeline = PipelineRun(spec, load_graph(spec), spark, Trigger("available_now"), plan=plan)
-    pipeline.run(threading.Event())
+    pipeline = Pipeline(spec, spark=spark).start("available_now", plan=plan)
+    pipeline.finish(threading.Event())
     return pipeline
 
 

@@ -15,15 +15,10 @@ import pytest
 from deltalake import DeltaTable
 
 from deltaflow.errors import FlowError
-from deltaflow.loader import load_graph
-from deltaflow.runtime.checkpoints import current_generation
+from deltaflow.pipeline import Pipeline as Facade
 from deltaflow.runtime.refresh import FullRefresh
 from deltaflow.runtime.runner import PipelineRun, RunPlan
-from deltaflow.runtime.triggers import Trigger
-from deltaflow.spec import load_spec
 from helpers import Project
-
-pytestmark = pytest.mark.spark
 
 PIPELINE = """
 import deltaflow as dp
@@ -74,10 +69,9 @@ class Pipeline:
     def rows(self, table: str) -> list[dict[str, object]]:
         return DeltaTable(self.project.table(table)).to_pyarrow_table().to_pylist()
 
-    def run(self, spark, plan: RunPlan | None = None, **kwargs: object) -> PipelineRun:  # type: ignore[no-untyped-def]
-        spec = load_spec(self.project.spec_path)
-        run = PipelineRun(spec, load_graph(spec), spark, Trigger("available_now"), plan=plan, **kwargs)  # type: ignore[arg-type]
-        run.run(threading.Event())
+    def run(self, spark, plan: RunPlan | None = None) -> PipelineRun:  # type: ignore[no-untyped-def]
+        run = Facade.load(self.project.spec_path, spark=spark).start("available_now", plan=plan)
+        run.finish(threading.Event())
         return run
 
 
@@ -157,14 +151,14 @@ def test_gold_is_exact_with_late_events_and_replays_change_nothing(spark, pipeli
 
 
 def test_gold_is_fresh_within_a_trigger_of_silver(spark, pipeline: Pipeline) -> None:
-    spec = load_spec(pipeline.project.spec_path)
+    spec = pipeline.project.spec_path
+    spec.write_text(spec.read_text() + "trigger:\n  mode: continuous\n  interval: 0 seconds\n"
+                    "  flows: {bronze: {mode: available_now}}\n")
     now = datetime.utcnow().strftime("%Y-%m-%dT%H:%M:%SZ")
     pipeline.drop([event("f1", "u1", "fresh", now, 4.0)])
-    run = PipelineRun(spec, load_graph(spec), spark, Trigger("continuous", "0 seconds"),
-                      flow_triggers={"bronze": Trigger("available_now")})
+    run = Facade.load(spec, spark=spark).start()
     stop = threading.Event()
     waiter = threading.Thread(target=run.wait, args=(stop,))
-    run.start()
     waiter.start()
     try:
         def gold_for(product: str) -> list[dict[str, object]]:
@@ -235,8 +229,8 @@ def test_full_refresh_rebuilds_downstream_atomically(spark, pipeline: Pipeline) 
 
     pipeline.run(spark, RunPlan(full_refresh=frozenset({"silver"})))
 
-    storage = str(pipeline.project.storage)
-    assert [current_generation(storage, d, d) for d in ("bronze", "silver", "gold")] == [0, 1, 1]
+    layout = pipeline.project.layout
+    assert [layout.current_generation(d, d) for d in ("bronze", "silver", "gold")] == [0, 1, 1]
     assert sorted(str(r["id"]) for r in pipeline.rows("silver")) == silver_before
     assert actual_gold(pipeline.rows("gold")) == gold_before
     assert DeltaTable(pipeline.project.table("bronze")).version() == bronze_version
@@ -244,7 +238,7 @@ def test_full_refresh_rebuilds_downstream_atomically(spark, pipeline: Pipeline) 
     counts = versions_row_counts(pipeline.project.table("silver"))
     first_data = next(i for i, n in enumerate(counts) if n)
     assert set(counts[first_data:]) == {20}
-    assert FullRefresh(storage, "silver").pending() is None
+    assert FullRefresh(layout, "silver").pending() is None
 
     # the rebuilt flows go on from where the rebuild stopped: new rows once, nothing twice
     pipeline.drop([event("new", "u2", "p1", "2025-05-01T10:30:00Z", 5.0)])
@@ -256,11 +250,11 @@ def test_full_refresh_rebuilds_downstream_atomically(spark, pipeline: Pipeline) 
 def test_an_interrupted_full_refresh_is_finished_by_the_next_run(spark, pipeline: Pipeline) -> None:
     pipeline.drop([event(f"e{i}", "u1", "p1", f"2025-05-01T10:{i:02d}:00Z", 1.0) for i in range(5)])
     pipeline.run(spark)
-    storage = str(pipeline.project.storage)
+    layout = pipeline.project.layout
     # a run that crashed right after recording the refresh (the new generation is empty)
-    FullRefresh(storage, "silver").request({"silver": 1})
+    FullRefresh(layout, "silver").request({"silver": 1})
     pipeline.run(spark)
-    assert FullRefresh(storage, "silver").pending() is None
-    assert current_generation(storage, "silver", "silver") == 1
+    assert FullRefresh(layout, "silver").pending() is None
+    assert layout.current_generation("silver", "silver") == 1
     assert sorted(str(r["id"]) for r in pipeline.rows("silver")) == [f"e{i}" for i in range(5)]
-    assert not Path(storage, "_staging", "silver").exists()
+    assert not Path(layout.staging("silver")).exists()

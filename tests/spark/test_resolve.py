@@ -2,21 +2,16 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from collections.abc import Callable
 
 import pytest
 
-from deltaflow.context import PipelineContext
 from deltaflow.errors import GraphError
-from deltaflow.loader import load_graph
+from deltaflow.pipeline import Pipeline
 from deltaflow.render import dot, mermaid, text
-from deltaflow.resolve import Resolver
+from deltaflow.resolve.resolver import Resolver
 from deltaflow.spec import load_spec
-from helpers import Project, cli_env
-
-pytestmark = pytest.mark.spark
+from helpers import Project, cli
 
 MEDALLION = """
 import deltaflow as dp
@@ -42,8 +37,7 @@ def gold():
 
 def analyse(spark, project: Project) -> Resolver:  # type: ignore[no-untyped-def]
     spec = load_spec(project.spec_path)
-    context = PipelineContext(spark=spark, spec=spec)
-    return Resolver(load_graph(spec), context, analyze_only=True).resolve()
+    return Pipeline(spec, spark=spark).dry_run()
 
 
 def error_of(spark, project: Project) -> str:  # type: ignore[no-untyped-def]
@@ -128,11 +122,12 @@ def test_a_materialized_view_returning_a_stream_is_refused(spark, make_project) 
     assert "materialized view 'gold' returns a streaming DataFrame" in message
 
 
-def test_dry_run_command_prints_the_graph_and_writes_nothing(make_project) -> None:
+def test_dry_run_command_prints_the_graph_and_writes_nothing(  # type: ignore[no-untyped-def]
+        spark, make_project, capsys, monkeypatch) -> None:
     project = medallion(make_project)
     before = sorted(p.relative_to(project.root) for p in project.root.rglob("*"))
-    result = subprocess.run([sys.executable, "-m", "deltaflow", "dry-run"], cwd=project.root, env=cli_env(),
-                            capture_output=True, text=True, timeout=300)
+    monkeypatch.chdir(project.root)  # the spec is found from the current folder
+    result = cli(capsys, "dry-run")
     assert result.returncode == 0, result.stderr
     assert "gold" in result.stdout and "materialized view, by window ts 1 day" in result.stdout
     assert "dry-run: ok, 4 dataset(s) (3 stored), 4 flow(s) analysed; nothing was written" in result.stdout
@@ -140,8 +135,7 @@ def test_dry_run_command_prints_the_graph_and_writes_nothing(make_project) -> No
 
     broken = project.root / "transformations" / "defs.py"
     broken.write_text(MEDALLION.replace('spark.read.table("silver")', 'spark.read.table("silvr")'))
-    result = subprocess.run([sys.executable, "-m", "deltaflow", "dry-run"], cwd=project.root, env=cli_env(),
-                            capture_output=True, text=True, timeout=300)
+    result = cli(capsys, "dry-run")
     assert result.returncode == 1
     errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
     assert errors == [line for line in result.stderr.splitlines() if "DF-GRAPH" in line]

@@ -7,16 +7,12 @@ import textwrap
 import threading
 from typing import Any
 
-import pytest
 from deltalake import DeltaTable
 
-from deltaflow.loader import load_graph
-from deltaflow.runtime.runner import FlowOutcome, PipelineRun, RunPlan
-from deltaflow.runtime.triggers import Trigger
+from deltaflow.pipeline import Pipeline
+from deltaflow.runtime.runner import FlowOutcome, RunPlan
 from deltaflow.spec import load_spec
 from helpers import Project
-
-pytestmark = pytest.mark.spark
 
 DEFS = """
 import deltaflow as dp
@@ -42,8 +38,7 @@ def define(project: Project, schema: str, silver: str = "", strict_merges: bool 
 
 def run(spark, project: Project, plan: RunPlan | None = None) -> dict[str, FlowOutcome]:  # type: ignore[no-untyped-def]
     spec = load_spec(project.spec_path)
-    pipeline = PipelineRun(spec, load_graph(spec), spark, Trigger("available_now"), plan=plan)
-    pipeline.start()
+    pipeline = Pipeline(spec, spark=spark).start("available_now", plan=plan)
     return {o.flow: o for o in pipeline.wait(threading.Event())}
 
 
@@ -112,9 +107,7 @@ def test_a_column_added_upstream_during_a_continuous_run(spark, make_project, tm
     project = make_project(CONTINUOUS.format(external=external))
     spec = load_spec(project.spec_path)
     messages: list[str] = []
-    pipeline = PipelineRun(spec, load_graph(spec), spark, Trigger("continuous", "1 second"),
-                           on_message=messages.append)
-    pipeline.start()
+    pipeline = Pipeline(spec, spark=spark).start("continuous", "1 second", on_message=messages.append)
     stop = threading.Event()
     outcomes: dict[str, FlowOutcome] = {}
     watcher = threading.Thread(target=lambda: outcomes.update({o.flow: o for o in pipeline.wait(stop)}))

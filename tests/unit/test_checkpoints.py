@@ -1,10 +1,13 @@
-"""Checkpoint folders: generations, and the leftovers of a write interrupted by a crash."""
+"""Checkpoint folders: the storage layout's locations and generations, and crash leftovers."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from deltaflow.runtime.checkpoints import clear_interrupted_writes
+from deltaflow.runtime.refresh import FullRefresh
+from deltaflow.storage import LocalFileSystem, StorageLayout
 
 
 def test_interrupted_log_writes_are_removed_and_log_entries_kept(tmp_path: Path) -> None:
@@ -15,9 +18,44 @@ def test_interrupted_log_writes_are_removed_and_log_entries_kept(tmp_path: Path)
         (tmp_path / name).parent.mkdir(exist_ok=True)
         (tmp_path / name).write_text("{}")
 
-    removed = clear_interrupted_writes(str(tmp_path))
+    removed = clear_interrupted_writes(LocalFileSystem(), str(tmp_path))
 
-    assert sorted(p.relative_to(tmp_path).as_posix() for p in removed) == sorted(leftovers)
+    assert sorted(Path(p).relative_to(tmp_path).as_posix() for p in removed) == sorted(leftovers)
     left = [p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*") if p.is_file()]
     assert sorted(left) == sorted(kept)
-    assert clear_interrupted_writes(str(tmp_path / "never-ran")) == []
+    assert clear_interrupted_writes(LocalFileSystem(), str(tmp_path / "never-ran")) == []
+
+
+def test_layout_spells_every_location_and_moves_generations(tmp_path: Path) -> None:
+    layout = StorageLayout(str(tmp_path))
+    assert layout.table("silver") == f"{tmp_path}/tables/silver"
+    assert layout.quarantine("silver") == f"{tmp_path}/tables/silver_quarantine"
+    assert layout.current_generation("silver", "silver") == 0  # never ran
+    first = layout.checkpoint("silver", "silver")
+    assert first.path == f"{tmp_path}/_checkpoints/silver/silver/0"
+    assert first.tombstones == f"{first.path}/tombstones"
+
+    refresh = FullRefresh(layout, "silver")
+    refresh.request({"silver": 3})
+    assert refresh.pending() == {"silver": 3}
+    assert layout.current_generation("silver", "silver") == 3
+    assert Path(layout.checkpoint("silver", "silver").path).is_dir()
+    refresh.finish()
+    assert refresh.pending() is None and not Path(layout.staging("silver")).exists()
+
+    # The app id of idempotent writes is the checkpoint's identity: a new generation gets a new one.
+    checkpoint = layout.checkpoint("silver", "silver")
+    Path(checkpoint.metadata).write_text(json.dumps({"id": "q-7"}) + "\n")
+    assert checkpoint.app_id(layout.query_id(checkpoint)) == "deltaflow:silver/silver/3:q-7"
+    assert first.app_id("q-7") != checkpoint.app_id("q-7")
+
+
+def test_records_are_written_whole(tmp_path: Path) -> None:
+    fs = LocalFileSystem()
+    target = str(tmp_path / "a" / "record.json")
+    fs.write_text(target, "one")
+    fs.write_text(target, "two")
+    assert fs.read_text(target) == "two"
+    assert fs.list(str(tmp_path / "a")) == ["record.json"]  # no temp file left beside it
+    fs.delete(target)
+    assert fs.read_text(target) is None and fs.list(str(tmp_path / "missing")) == []

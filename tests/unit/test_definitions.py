@@ -8,7 +8,7 @@ import deltaflow as dp
 from deltaflow.api import registering
 from deltaflow.errors import GraphError
 from deltaflow.graph import PipelineGraph
-from deltaflow.loader import load_graph
+from deltaflow.pipeline import Pipeline
 from deltaflow.spec import parse_spec
 
 
@@ -57,7 +57,7 @@ def test_duplicate_table_names_both_locations(tmp_path: Path) -> None:
     spec_file = project(tmp_path, "import deltaflow as dp\n\n@dp.table\ndef t():\n    pass\n\n\n"
                         "@dp.table(name='t')\ndef u():\n    pass\n")
     with pytest.raises(GraphError) as info:
-        load_graph(parse_spec(spec_file.read_text(), spec_file, env={}))
+        Pipeline(parse_spec(spec_file.read_text(), spec_file, env={})).graph  # noqa: B018
     assert "dataset 't' is defined twice" in str(info.value)
     assert "defs.py:3" in str(info.value) and "defs.py:8" in str(info.value)
 
@@ -65,7 +65,7 @@ def test_duplicate_table_names_both_locations(tmp_path: Path) -> None:
 def test_a_failing_definition_file_names_its_line(tmp_path: Path) -> None:
     spec_file = project(tmp_path, "import deltaflow as dp\n\nx = 1\nundefined_name + 1\n")
     with pytest.raises(GraphError) as info:
-        load_graph(parse_spec(spec_file.read_text(), spec_file, env={}))
+        Pipeline(parse_spec(spec_file.read_text(), spec_file, env={})).graph  # noqa: B018
     assert "defs.py:4" in str(info.value) and "NameError" in str(info.value)
 
 
@@ -73,11 +73,11 @@ def test_libraries_glob_that_matches_nothing(tmp_path: Path) -> None:
     spec_file = tmp_path / "deltaflow.yml"
     spec_file.write_text("name: p\nstorage: s\nlibraries: [transfromations/*.py]\n")
     with pytest.raises(GraphError, match=r"'transfromations/\*\.py' matches no \.py file"):
-        load_graph(parse_spec(spec_file.read_text(), spec_file, env={}))
+        Pipeline(parse_spec(spec_file.read_text(), spec_file, env={})).graph  # noqa: B018
 
 
 def test_definition_files_import_without_spark(tmp_path: Path) -> None:
     spec_file = project(tmp_path, "import deltaflow as dp\n\n@dp.table\ndef t():\n"
                         "    return spark.readStream.table('x')\n")
-    graph = load_graph(parse_spec(spec_file.read_text(), spec_file, env={}))
+    graph = Pipeline(parse_spec(spec_file.read_text(), spec_file, env={})).graph
     assert list(graph.flows) == ["t"]

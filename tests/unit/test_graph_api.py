@@ -10,7 +10,7 @@ import deltaflow as dp
 from deltaflow.api import registering
 from deltaflow.errors import ConfigError, GraphError
 from deltaflow.graph import PipelineGraph, WindowRefresh
-from deltaflow.loader import load_graph
+from deltaflow.pipeline import Pipeline
 from deltaflow.runtime.triggers import Trigger, flow_triggers
 from deltaflow.spec import parse_spec
 
@@ -63,7 +63,7 @@ def project(tmp_path: Path, code: str, spec_extra: str = "") -> Path:
 
 
 def load(spec_file: Path) -> PipelineGraph:
-    return load_graph(parse_spec(spec_file.read_text(), spec_file, env={}))
+    return Pipeline(parse_spec(spec_file.read_text(), spec_file, env={})).graph
 
 
 def test_append_flow_to_an_unknown_table_suggests_the_name(tmp_path: Path) -> None:

@@ -1,13 +1,12 @@
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from deltaflow.errors import ConfigError
 from deltaflow.spec import find_spec, load_spec, parse_spec
+from helpers import cli
 
 P = Path("pipe/deltaflow.yml")
 
@@ -87,10 +86,9 @@ def test_find_spec_walks_up_from_a_subfolder(tmp_path: Path) -> None:
         find_spec(tmp_path / "transformations")
 
 
-def test_cli_reports_misspelt_key_in_one_line_and_exits_nonzero(tmp_path: Path) -> None:
+def test_cli_reports_misspelt_key_in_one_line_and_exits_nonzero(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
     (tmp_path / "deltaflow.yml").write_text("name: p\nstorage: s\ntriger:\n  mode: once\n")
-    proc = subprocess.run([sys.executable, "-m", "deltaflow", "run", "--spec", str(tmp_path)],
-                          capture_output=True, text=True, timeout=60)
+    proc = cli(capsys, "run", "--spec", str(tmp_path))
     assert proc.returncode == 1
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1, proc.stderr
