@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import json
 import random
-import subprocess
-import sys
 import uuid
 from collections import Counter
 from typing import Any
@@ -19,7 +17,7 @@ from deltalake import DeltaTable
 
 from deltaflow.pipeline import Pipeline
 from deltaflow.spec import load_spec
-from helpers import Project, cli_env
+from helpers import Project, cli
 
 pytestmark = pytest.mark.slow
 
@@ -62,7 +60,7 @@ def good_event(i: int, rng: random.Random) -> dict[str, Any]:
 
 
 def test_malformed_events_are_quarantined_with_their_reason_and_good_ones_kept_exactly(
-        spark, kafka_bootstrap: str, tmp_path) -> None:  # type: ignore[no-untyped-def]
+        spark, kafka_bootstrap: str, tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
     from deltaflow.dev.generator import produce
     from deltaflow.dev.topics import create_topic
 
@@ -109,9 +107,7 @@ def test_malformed_events_are_quarantined_with_their_reason_and_good_ones_kept_e
     assert len(not_utf8) == bad["not_utf8"] and all(b"\xff\xfe" in q["record_bytes"] for q in not_utf8)
 
     # `deltaflow quarantine` (no JVM) counts the same rows by reason, with samples and their positions.
-    shown = subprocess.run([sys.executable, "-m", "deltaflow", "quarantine", "silver_events", "--json",
-                            "--spec", str(project.spec_path)], capture_output=True, text=True, env=cli_env(),
-                           timeout=60)
+    shown = cli(capsys, "quarantine", "silver_events", "--json", "--spec", str(project.spec_path))
     assert shown.returncode == 0, shown.stderr
     report = json.loads(shown.stdout)
     assert report["rows"] == len(quarantine)

@@ -11,8 +11,6 @@ whole silver table.
 from __future__ import annotations
 
 import random
-import subprocess
-import sys
 import uuid
 from collections import Counter, defaultdict
 from collections.abc import Iterable
@@ -25,7 +23,7 @@ from deltalake import DeltaTable
 
 from deltaflow.pipeline import Pipeline
 from deltaflow.storage import StorageLayout
-from helpers import cli_env
+from helpers import cli
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -312,9 +310,8 @@ def test_fraud_flags_with_the_dimension_as_of_each_run(spark, kafka_bootstrap, t
 # -- the demo command ---------------------------------------------------------------------------------------
 
 
-def test_demo_with_an_unknown_example_is_one_line_listing_the_examples() -> None:
-    proc = subprocess.run([sys.executable, "-m", "deltaflow", "demo", "--example", "nope"],
-                          capture_output=True, text=True, timeout=60, env=cli_env())
+def test_demo_with_an_unknown_example_is_one_line_listing_the_examples(capsys) -> None:  # type: ignore[no-untyped-def]
+    proc = cli(capsys, "demo", "--example", "nope")
     assert proc.returncode == 1
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
     assert len(lines) == 1, proc.stderr

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -17,13 +16,12 @@ import pytest
 from deltalake import DeltaTable
 
 from cdc_model import replay, scd1, scd2
-from deltaflow.commands.changes import table_changes
 from deltaflow.dev.sample_data import customer_changes
 from deltaflow.errors import FlowError, GraphError
 from deltaflow.pipeline import Pipeline
 from deltaflow.runtime.runner import PipelineRun, RunPlan
 from deltaflow.spec import load_spec
-from helpers import Project, cli_env
+from helpers import Project, cli
 
 COLUMNS = ["customer_id", "seq", "name", "email", "tier", "city"]
 
@@ -91,7 +89,8 @@ def forget_last_commit(checkpoint: Path) -> int:
     return last
 
 
-def test_scd1_scd2_and_audit_match_a_reference_model_across_batches(spark, make_project) -> None:  # type: ignore[no-untyped-def]
+def test_scd1_scd2_and_audit_match_a_reference_model_across_batches(  # type: ignore[no-untyped-def]
+        spark, make_project, capsys) -> None:
     project = make_project(CUSTOMERS)
     events = customer_changes(60, 900, seed=11, disorder=40, duplicates=0.08, delete_share=0.15)
     thirds = [events[: len(events) // 3], events[len(events) // 3: 2 * len(events) // 3],
@@ -108,7 +107,7 @@ def test_scd1_scd2_and_audit_match_a_reference_model_across_batches(spark, make_
 
     # The audit trail is the change feed, each change once, and replaying it gives the table.
     audit = rows(project, "customers_audit")
-    feed = table_changes(load_spec(project.spec_path), "customers", 0)
+    feed = project.pipeline().changes("customers", 0)
     key = ("_commit_version", "_change_type", "customer_id")
     assert sorted(tuple(r[k] for k in key) for r in audit) == sorted(tuple(r[k] for k in key) for r in feed)
     assert len({tuple(r[k] for k in key) for r in audit}) == len(audit)
@@ -116,9 +115,7 @@ def test_scd1_scd2_and_audit_match_a_reference_model_across_batches(spark, make_
 
     # `deltaflow changes` (no JVM) shows the same feed, between two versions.
     def changes_cli(*args: str) -> subprocess.CompletedProcess[str]:
-        command = [sys.executable, "-m", "deltaflow", "changes", "customers", *args,
-                   "--spec", str(project.spec_path)]
-        return subprocess.run(command, capture_output=True, text=True, env=cli_env(), timeout=60)
+        return cli(capsys, "changes", "customers", *args, "--spec", str(project.spec_path))
 
     def change(r: dict[str, Any]) -> tuple[Any, ...]:
         return r["_commit_version"], r["_change_type"], r["customer_id"], r["seq"]

@@ -13,7 +13,7 @@ from deltalake import DeltaTable
 from deltaflow.errors import FlowError
 from deltaflow.pipeline import Pipeline
 from deltaflow.spec import load_spec
-from helpers import Project, cli_env
+from helpers import Project, cli, cli_env
 
 PIPELINE = """
 import deltaflow as dp
@@ -47,7 +47,8 @@ def events(project: Project) -> list[dict[str, Any]]:
     return DeltaTable(project.layout.event_log).to_pyarrow_table().to_pylist()
 
 
-def test_every_batch_and_flow_end_is_logged_and_status_reads_it_without_spark(spark, make_project) -> None:  # type: ignore[no-untyped-def]
+def test_every_batch_and_flow_end_is_logged_and_status_reads_it_without_spark(  # type: ignore[no-untyped-def]
+        spark, make_project, capsys, monkeypatch) -> None:
     project = make_project(PIPELINE)
     project.drop("a.json", numbered("a", [1, 2, 0]))
     project.drop("b.json", numbered("b", [3]))
@@ -95,15 +96,14 @@ def test_every_batch_and_flow_end_is_logged_and_status_reads_it_without_spark(sp
     assert "negative n" in status["fragile"]["error"]
     assert status["silver"]["last_batch"] == silver[-1] and status["silver"]["age_seconds"] >= 0
     assert not any(s["falling_behind"] for s in status.values())
-    table = subprocess.run([sys.executable, "-m", "deltaflow", "status", "--spec", str(project.spec_path)],
-                           capture_output=True, text=True, env={**cli_env(), "COLUMNS": "160"}, timeout=60)
+    monkeypatch.setenv("COLUMNS", "160")
+    table = cli(capsys, "status", "--spec", str(project.spec_path))
     assert table.returncode == 0 and "fragile" in table.stdout and "failed" in table.stdout
 
 
-def test_status_before_any_run_is_one_line(make_project) -> None:  # type: ignore[no-untyped-def]
+def test_status_before_any_run_is_one_line(make_project, capsys) -> None:  # type: ignore[no-untyped-def]
     project = make_project(PIPELINE)
-    result = subprocess.run([sys.executable, "-m", "deltaflow", "status", "--spec", str(project.spec_path)],
-                            capture_output=True, text=True, env=cli_env(), timeout=60)
+    result = cli(capsys, "status", "--spec", str(project.spec_path))
     assert result.returncode == 1
     assert result.stderr.strip().splitlines() == [
         f"error: DF-CONFIG no event log in {project.storage}: the pipeline has not run yet (run it with "
