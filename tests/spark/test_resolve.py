@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 
 import pytest
@@ -11,7 +12,7 @@ from deltaflow.pipeline import Pipeline
 from deltaflow.render import dot, mermaid, text
 from deltaflow.resolve.resolver import Resolver
 from deltaflow.spec import load_spec
-from helpers import Project, cli
+from helpers import Project, cli, free_port
 
 MEDALLION = """
 import deltaflow as dp
@@ -140,3 +141,19 @@ def test_dry_run_command_prints_the_graph_and_writes_nothing(  # type: ignore[no
     errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
     assert errors == [line for line in result.stderr.splitlines() if "DF-GRAPH" in line]
     assert len(errors) == 1 and "transformations/defs.py:19: flow 'gold' reads unknown dataset" in errors[0]
+
+
+def test_dry_run_and_graph_need_no_broker_but_warn(spark, make_project, capsys) -> None:  # type: ignore[no-untyped-def]
+    address = f"127.0.0.1:{free_port()}"  # nothing listens there
+    code = "import deltaflow as dp\n\n@dp.table\ndef bronze():\n    return dp.read_kafka('t')\n"
+    project = make_project(code, bootstrap=address)
+    result = cli(capsys, "dry-run", "--spec", str(project.spec_path))
+    assert result.returncode == 0, result.stderr
+    assert [line for line in result.stderr.splitlines() if line.startswith("warning:")] == [
+        f"warning: {address}: Kafka broker unreachable ('deltaflow run' needs it)"]
+    assert "<- kafka:t" in result.stdout
+    graph = cli(capsys, "graph", "--json", "--spec", str(project.spec_path))
+    assert graph.returncode == 0
+    (bronze,) = json.loads(graph.stdout)["datasets"]
+    assert bronze["dataset"] == "bronze" and bronze["flows"][0]["sources"] == ["kafka:t"]
+    assert not project.storage.exists()  # analysed, nothing written

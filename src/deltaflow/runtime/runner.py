@@ -305,8 +305,11 @@ class PipelineRun:
 
     def _close_event_log(self, outcomes: list[FlowOutcome]) -> None:
         """Log how each flow ended, once the listener has logged every batch of the run."""
-        last = {str(q.id): q.lastProgress.batchId for q in self.queries.values() if q.lastProgress}
-        self.event_log.await_batches(last)
+        # Only batches that ran are posted to the listener: a trigger that found nothing new still shows
+        # in a query's progress (without an addBatch), but no event for it ever comes.
+        ran = {str(q.id): [p.batchId for p in q.recentProgress if "addBatch" in p.durationMs]
+               for q in self.queries.values()}
+        self.event_log.await_batches({query: max(ids) for query, ids in ran.items() if ids})
         self.spark.streams.removeListener(self._listener)
         for outcome in outcomes:
             self.event_log.add(end_event(self.spec.name, self.event_log.run_id, outcome.flow, outcome.state,
