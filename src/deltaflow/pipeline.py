@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from deltaflow.graph import PipelineGraph
     from deltaflow.resolve.resolver import Resolver
     from deltaflow.runtime.runner import FlowOutcome, MessageCallback, PipelineRun, ProgressCallback, RunPlan
+    from deltaflow.runtime.triggers import Trigger
 
 
 class Pipeline:
@@ -179,7 +180,7 @@ class Pipeline:
         run = self.start(mode, interval, **options)
         return run.finish(stop or threading.Event())
 
-    def trigger(self, mode: TriggerMode | None = None, interval: str | None = None) -> Any:
+    def trigger(self, mode: TriggerMode | None = None, interval: str | None = None) -> Trigger:
         """The pipeline-wide trigger of a run: ``mode``/``interval``, else the spec's."""
         from deltaflow.runtime.triggers import Trigger
 

@@ -68,7 +68,7 @@ def test_replay_after_fixing_the_rule_feeds_each_row_once(  # type: ignore[no-un
     # A replay interrupted after its writes (its record left behind) ...
     intent = start_replay(resolver(spark, project), "silver", where)
     apply_replay(resolver(spark, project), intent)
-    assert pending_replay(str(project.storage), "silver") == intent
+    assert pending_replay(project.layout, "silver") == intent
     # ... is finished, not repeated, by the next one: each row once.
     result = replay_quarantine(resolver(spark, project), "silver", where="true")
     assert result.resumed and result.replayed == 40 - len(small)
@@ -77,7 +77,7 @@ def test_replay_after_fixing_the_rule_feeds_each_row_once(  # type: ignore[no-un
     quarantine = DeltaTable(project.table("silver_quarantine")).to_pyarrow_table().to_pylist()
     reasons = sorted(tuple(q["failed_expectations"]) for q in quarantine)
     assert reasons == [("malformed_json",)] * 2 + [("small",)] * (40 - len(passing))
-    assert pending_replay(str(project.storage), "silver") is None
+    assert pending_replay(project.layout, "silver") is None
 
     # Through the CLI, with nothing left that the fixed rule lets through: nothing changes.
     shown = cli(capsys, "quarantine", "replay", "silver", "--where", where, "--spec", str(project.spec_path))
