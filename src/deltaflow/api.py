@@ -14,81 +14,40 @@ The names mirror Apache Spark Declarative Pipelines (``pyspark.pipelines``)::
 
 Decorators work bare (``@dp.table``) and with arguments (``@dp.table(name=...)``) and only register the
 function into the registry that deltaflow activates while it loads a pipeline's definition files.
+
+The registry itself (and :func:`registering`, which activates it) is in :mod:`deltaflow.registry`;
+``create_auto_cdc_flow`` is in :mod:`deltaflow.cdc_api`. Both are importable from here.
 """
 
 from __future__ import annotations
 
-import inspect
-import re
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager, suppress
-from contextvars import ContextVar
-from pathlib import Path
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
+from deltaflow.cdc_api import create_auto_cdc_flow
 from deltaflow.errors import GraphError
-from deltaflow.graph import (
-    AutoCdc,
-    BatchHandler,
-    Dataset,
-    DatasetKind,
-    Flow,
-    PipelineGraph,
-    SourceLocation,
-    WindowRefresh,
-)
+from deltaflow.graph import BatchHandler, Dataset, DatasetKind, Flow, WindowRefresh
+from deltaflow.registry import active_graph, caller_location, registering, source_location
 
 if TYPE_CHECKING:
-    from pyspark.sql import Column, DataFrame
+    from pyspark.sql import DataFrame
     from pyspark.sql.types import StructType
+
+__all__ = [
+    "append_flow",
+    "by_window",
+    "create_auto_cdc_flow",
+    "create_streaming_table",
+    "foreach_batch_sink",
+    "materialized_view",
+    "registering",
+    "table",
+    "temporary_view",
+]
 
 QueryFunction = Callable[[], "DataFrame"]
 F = TypeVar("F", bound=QueryFunction)
 G = TypeVar("G", bound=Callable[..., Any])
-
-_REGISTRY: ContextVar[PipelineGraph | None] = ContextVar("deltaflow_registry", default=None)
-
-
-@contextmanager
-def registering(graph: PipelineGraph) -> Iterator[PipelineGraph]:
-    """Collect the definitions made inside the block into ``graph``."""
-    token = _REGISTRY.set(graph)
-    try:
-        yield graph
-    finally:
-        _REGISTRY.reset(token)
-
-
-def _registry(what: str) -> PipelineGraph:
-    graph = _REGISTRY.get()
-    if graph is None:
-        raise GraphError(
-            f"{what} can only be used in a definition file loaded by deltaflow",
-            hint="list the file under 'libraries' in deltaflow.yml and run 'deltaflow run'",
-        )
-    return graph
-
-
-def _relative(file: str, line: int) -> SourceLocation:
-    with suppress(ValueError):
-        file = str(Path(file).resolve().relative_to(Path.cwd()))
-    return SourceLocation(file, line)
-
-
-def _location(func: Callable[..., Any]) -> SourceLocation:
-    try:
-        file = inspect.getsourcefile(func) or "<unknown>"
-        line = inspect.getsourcelines(func)[1]
-    except (OSError, TypeError):
-        code = getattr(func, "__code__", None)
-        file, line = (code.co_filename, code.co_firstlineno) if code else ("<unknown>", 0)
-    return _relative(file, line)
-
-
-def _caller_location() -> SourceLocation:
-    frame = inspect.stack()[2]
-    return _relative(frame.filename, frame.lineno)
-
 
 def _decorator(what: str, func: G | None, register: Callable[[G], None]) -> G | Callable[[G], G]:
     """Make ``register`` usable bare (``@dp.x``) and with arguments (``@dp.x(...)``)."""
@@ -107,8 +66,8 @@ def _register_dataset(
     partition_cols: list[str] | None = None, table_properties: Mapping[str, str] | None = None,
     refresh: WindowRefresh | None = None, merge_schema: bool = False,
 ) -> None:
-    graph = _registry(what)
-    where = _location(f)
+    graph = active_graph(what)
+    where = source_location(f)
     dataset_name = name or f.__name__
     graph.add_dataset(Dataset(
         name=dataset_name, kind=kind, location=where, comment=comment,
@@ -255,10 +214,11 @@ def append_flow(
     """
 
     def register(f: F) -> None:
-        graph = _registry("@dp.append_flow")
+        graph = active_graph("@dp.append_flow")
+        where = source_location(f)
         if not target:
-            raise GraphError("@dp.append_flow needs target='<streaming table>'", location=str(_location(f)))
-        graph.add_flow(Flow(name=name or f.__name__, target=target, func=f, location=_location(f)))
+            raise GraphError("@dp.append_flow needs target='<streaming table>'", location=str(where))
+        graph.add_flow(Flow(name=name or f.__name__, target=target, func=f, location=where))
 
     return _decorator("@dp.append_flow", func, register)
 
@@ -282,95 +242,12 @@ def create_streaming_table(
         >>> dp.create_streaming_table("all_clicks", partition_cols=["event_date"])  # doctest: +SKIP
 
     """
-    graph = _registry("dp.create_streaming_table")
+    graph = active_graph("dp.create_streaming_table")
     graph.add_dataset(Dataset(
-        name=name, kind="table", location=_caller_location(), comment=comment, schema=schema,
+        name=name, kind="table", location=caller_location(), comment=comment, schema=schema,
         partition_cols=tuple(partition_cols or ()), table_properties=dict(table_properties or {}),
         merge_schema=merge_schema,
     ))
-
-
-def create_auto_cdc_flow(
-    target: str, source: str, keys: list[str], sequence_by: str | Column | list[str], *,
-    apply_as_deletes: str | Column | None = None, apply_as_truncates: str | Column | None = None,
-    column_list: list[str] | None = None, except_column_list: list[str] | None = None,
-    stored_as_scd_type: int | str = 1, track_history_column_list: list[str] | None = None,
-    ignore_null_updates: bool = False, name: str | None = None,
-) -> None:
-    """Upsert the change events of streaming dataset ``source`` into streaming table ``target``, exactly once.
-
-    Each micro-batch is applied in one Delta MERGE: the latest event per key (by ``sequence_by``) wins, an
-    event older than the target's row never overwrites it, and a delete leaves a tombstone so that a late
-    insert of the same or an older sequence does not bring the row back (kept for the target's table
-    property ``pipelines.cdc.tombstoneGCThresholdInSeconds``, default two days). A batch replayed after a
-    crash changes nothing: every write carries the flow's checkpoint identity and the batch id.
-
-    With ``stored_as_scd_type=2`` the target keeps every version of each row, with ``__START_AT`` and
-    ``__END_AT`` (the ``sequence_by`` values bounding it); an out-of-order event lands at its place in
-    history and a delete closes the current version.
-
-    Args:
-        target: A streaming table declared with :func:`create_streaming_table`.
-        source: The streaming table or view of change events.
-        keys: The columns identifying a row.
-        sequence_by: The column (or columns, compared in order) giving the events' order.
-        apply_as_deletes: A condition (SQL string or Column) marking an event as a delete.
-        apply_as_truncates: A condition marking an event as a truncate of the whole table (SCD type 1).
-        column_list: The source columns to keep in the target (default: all).
-        except_column_list: The source columns to leave out of the target.
-        stored_as_scd_type: 1 (keep the latest row) or 2 (keep history).
-        track_history_column_list: SCD type 2: the columns whose change starts a new version; changes to
-            the others update the current version in place (default: every event is a new version).
-        ignore_null_updates: A null in an update keeps the target's value instead of writing null.
-        name: The flow's name (default: the target's).
-
-    Example:
-        >>> dp.create_streaming_table("customers")  # doctest: +SKIP
-        >>> dp.create_auto_cdc_flow(  # doctest: +SKIP
-        ...     target="customers", source="customer_events", keys=["customer_id"], sequence_by="ts",
-        ...     apply_as_deletes="op = 'DELETE'", except_column_list=["op"])
-
-    """
-    graph = _registry("dp.create_auto_cdc_flow")
-    where = _caller_location()
-    scd_type = int(stored_as_scd_type) if str(stored_as_scd_type) in ("1", "2") else 0
-    if scd_type not in (1, 2):
-        raise GraphError(f"stored_as_scd_type must be 1 or 2, not {stored_as_scd_type!r}",
-                         location=str(where))
-    if scd_type == 2 and apply_as_truncates is not None:
-        raise GraphError("apply_as_truncates works with stored_as_scd_type=1 only", location=str(where))
-    if not keys:
-        raise GraphError("create_auto_cdc_flow needs keys=[...]", location=str(where))
-    cdc = AutoCdc(
-        keys=tuple(keys), sequence_by=_column_names(sequence_by, "sequence_by", where),
-        apply_as_deletes=apply_as_deletes, apply_as_truncates=apply_as_truncates,
-        column_list=tuple(column_list) if column_list is not None else None,
-        except_column_list=tuple(except_column_list) if except_column_list is not None else None,
-        scd_type=2 if scd_type == 2 else 1,
-        track_history_column_list=(tuple(track_history_column_list)
-                                   if track_history_column_list is not None else None),
-        ignore_null_updates=ignore_null_updates,
-    )
-
-    def read_source() -> DataFrame:
-        from deltaflow.sources.delta import read_stream
-
-        return read_stream(source)
-
-    graph.add_flow(Flow(name=name or target, target=target, func=read_source, location=where, cdc=cdc))
-
-
-def _column_names(value: str | Column | list[str], what: str, where: SourceLocation) -> tuple[str, ...]:
-    """Column names from a name, a list of names, or a plain column reference such as ``F.col("ts")``."""
-    if isinstance(value, str):
-        return (value,)
-    if isinstance(value, list | tuple) and value and all(isinstance(v, str) for v in value):
-        return tuple(value)
-    match = re.fullmatch(r"Column<'([A-Za-z_][\w.]*)'>", repr(value))
-    if match:
-        return (match.group(1),)
-    raise GraphError(f"{what} must name columns (a name, a list of names or F.col('name')), not {value!r}",
-                     location=str(where))
 
 
 def foreach_batch_sink(
@@ -401,8 +278,9 @@ def foreach_batch_sink(
     """
 
     def register(f: BatchHandler) -> None:
-        graph = _registry("@dp.foreach_batch_sink")
-        graph.add_dataset(Dataset(name=name or f.__name__, kind="sink", location=_location(f), handler=f))
+        graph = active_graph("@dp.foreach_batch_sink")
+        graph.add_dataset(
+            Dataset(name=name or f.__name__, kind="sink", location=source_location(f), handler=f))
 
     return _decorator("@dp.foreach_batch_sink", func, register)
 

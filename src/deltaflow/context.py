@@ -12,13 +12,11 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
-from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from deltaflow.errors import ConfigError, GraphError
+from deltaflow.scoped import Scoped
 from deltaflow.storage.layout import StorageLayout
 
 if TYPE_CHECKING:
@@ -40,7 +38,9 @@ class PipelineContext:
             object.__setattr__(self, "layout", StorageLayout.of(self.spec))
 
 
-_CURRENT: ContextVar[PipelineContext | None] = ContextVar("deltaflow_pipeline", default=None)
+_CURRENT = Scoped[PipelineContext]("pipeline", lambda: GraphError(
+    "no active pipeline: sources can only be read inside a dataset function run by deltaflow",
+    hint="call dp.read_kafka/read_files inside a @dp.table function, not at module level"))
 
 
 def current() -> PipelineContext:
@@ -50,23 +50,11 @@ def current() -> PipelineContext:
         GraphError: Called outside a running pipeline (e.g. at import time of a definition file).
 
     """
-    ctx = _CURRENT.get()
-    if ctx is None:
-        raise GraphError(
-            "no active pipeline: sources can only be read inside a dataset function run by deltaflow",
-            hint="call dp.read_kafka/read_files inside a @dp.table function, not at module level",
-        )
-    return ctx
+    return _CURRENT.get()
 
 
-@contextmanager
-def activate(ctx: PipelineContext) -> Iterator[PipelineContext]:
-    """Make ``ctx`` the active pipeline for the duration of the block."""
-    token = _CURRENT.set(ctx)
-    try:
-        yield ctx
-    finally:
-        _CURRENT.reset(token)
+#: Make a pipeline the active one for the duration of a block: ``with activate(ctx): ...``.
+activate = _CURRENT.bind
 
 
 def parameter(name: str, default: str | None = None) -> str:

@@ -18,7 +18,7 @@ from deltalake import DeltaTable
 
 from cdc_model import replay, scd1, scd2
 from deltaflow.storage import StorageLayout
-from helpers import Project, batch_ids, cli_env, in_flight, kill_group, wait_for
+from helpers import Project, batch_ids, cli, cli_env, in_flight, kill_group, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -54,7 +54,8 @@ def run_cli(spec: Path, *args: str, env: dict[str, str] | None = None) -> subpro
 
 
 @pytest.mark.usefixtures("spark")
-def test_accumulating_merge_killed_between_its_commit_and_the_checkpoint_counts_once(spark, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_accumulating_merge_killed_between_its_commit_and_the_checkpoint_counts_once(  # type: ignore[no-untyped-def]
+        spark, tmp_path, capsys) -> None:
     counter, kill = tmp_path / "counter", tmp_path / "kill"
     spark.createDataFrame([(0, 0, 0)], "k INT, total BIGINT, batches INT").write.format("delta").save(
         str(counter))
@@ -72,14 +73,14 @@ def test_accumulating_merge_killed_between_its_commit_and_the_checkpoint_counts_
     assert state() == (7, 1)                  # the MERGE committed ...
     assert in_flight(checkpoint) == {0}       # ... and the checkpoint did not: batch 0 will run again
 
-    kill.unlink()
-    replay = run_cli(project.spec_path, "--available-now")
+    kill.unlink()  # the runs after the kill need no process of their own
+    replay = cli(capsys, "run", "--spec", str(project.spec_path), "--available-now")
     assert replay.returncode == 0, replay.stderr[-2000:]
     assert state() == (7, 1)                  # replayed, and skipped by Delta: counted once
     assert batch_ids(checkpoint / "commits") == {0}
 
     project.drop("2.json", [{"id": f"b{i}"} for i in range(3)])
-    assert run_cli(project.spec_path, "--available-now").returncode == 0
+    assert cli(capsys, "run", "--spec", str(project.spec_path), "--available-now").returncode == 0
     assert state() == (10, 2)
 
 
@@ -91,7 +92,8 @@ def table(storage: Path, name: str, columns: list[str] | None = None) -> list[di
     return DeltaTable(StorageLayout(str(storage)).table(name)).to_pyarrow_table(columns=columns).to_pylist()
 
 
-def test_customers_cdc_example_matches_the_reference_model_across_sigkills(kafka_bootstrap, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_customers_cdc_example_matches_the_reference_model_across_sigkills(  # type: ignore[no-untyped-def]
+        spark, kafka_bootstrap, tmp_path, capsys, monkeypatch) -> None:
     from deltaflow.dev.generator import field_key, produce
     from deltaflow.dev.sample_data import customer_changes
     from deltaflow.dev.topics import create_topic
@@ -122,8 +124,9 @@ def test_customers_cdc_example_matches_the_reference_model_across_sigkills(kafka
         finally:
             kill_group(proc)
 
-    final = subprocess.run([*command[:4], "--available-now", *command[5:]], capture_output=True, text=True,
-                           env=env, timeout=600)
+    for name in ("DELTAFLOW_STORAGE", "DELTAFLOW_KAFKA", "DELTAFLOW_TOPIC"):
+        monkeypatch.setenv(name, env[name])
+    final = cli(capsys, "run", "--available-now", "--spec", str(EXAMPLE))  # in-process: no kill
     assert final.returncode == 0, final.stderr[-3000:]
 
     expected = sorted(scd1(events, "customer_id", COLUMNS).values(), key=lambda r: r["customer_id"])

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from deltalake import DeltaTable
 
-from helpers import Project, batch_ids, cli_env, in_flight, kill_group, wait_for
+from helpers import Project, batch_ids, cli, cli_env, in_flight, kill_group, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -35,7 +35,8 @@ def bronze_events():
 """
 
 
-def test_exactly_once_across_repeated_sigkills(spark, kafka_bootstrap: str, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_exactly_once_across_repeated_sigkills(  # type: ignore[no-untyped-def]
+        spark, kafka_bootstrap: str, tmp_path: Path, capsys) -> None:
     from deltaflow.dev.generator import produce
     from deltaflow.dev.topics import create_topic
 
@@ -70,8 +71,7 @@ def test_exactly_once_across_repeated_sigkills(spark, kafka_bootstrap: str, tmp_
             kills_in_flight += 1
 
     assert kills_in_flight >= 1, "no kill landed while a batch was being written"
-    final = subprocess.run([*command[:4], "--available-now", *command[5:]], capture_output=True, text=True,
-                           env=cli_env(), timeout=600)
+    final = cli(capsys, "run", "--available-now", "--spec", str(project.spec_path))  # in-process: no kill
     assert final.returncode == 0, final.stderr[-3000:]
 
     # Spark's view.

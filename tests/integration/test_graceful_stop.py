@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from deltalake import DeltaTable
 
-from helpers import Project, cli_env
+from helpers import Project, cli, cli_env
 
 EVENTS = 3_000
 
@@ -24,7 +24,8 @@ def rows_in(path: str) -> int:
         return 0
 
 
-def test_sigterm_stops_cleanly_and_restart_reappends_nothing(kafka_bootstrap: str, tmp_path: Path) -> None:
+def test_sigterm_stops_cleanly_and_restart_reappends_nothing(  # type: ignore[no-untyped-def]
+        spark, kafka_bootstrap: str, tmp_path: Path, capsys) -> None:
     from deltaflow.dev.generator import produce
     from deltaflow.dev.topics import create_topic
 
@@ -55,8 +56,7 @@ def test_sigterm_stops_cleanly_and_restart_reappends_nothing(kafka_bootstrap: st
     assert offsets == commits, "a batch was left half done"
     version = DeltaTable(table).version()
 
-    again = subprocess.run([*base, "--available-now"], capture_output=True, text=True, env=cli_env(),
-                           timeout=300)
+    again = cli(capsys, "run", "--spec", str(project.spec_path), "--available-now")  # in-process: no signal
     assert again.returncode == 0, again.stderr[-2000:]
     assert "bronze: completed, 0 rows this run" in again.stderr
     assert DeltaTable(table).version() == version

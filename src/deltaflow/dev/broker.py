@@ -8,6 +8,9 @@ state lives in one folder (default ``$DELTAFLOW_HOME/kafka``)::
 The storage is formatted once, so a restarted broker keeps its topics. A pid file left by a broker that is
 gone (or whose pid now belongs to another program) is noticed and removed.
 
+The files the broker runs with are written by :mod:`deltaflow.dev.broker_config`; finding Java, checking
+ports and recognising the broker's process are in :mod:`deltaflow.dev.broker_process`.
+
 Example:
     >>> from deltaflow.dev.broker import EmbeddedKafka
     >>> with EmbeddedKafka(port=19092) as kafka:  # doctest: +SKIP
@@ -18,17 +21,13 @@ Example:
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import fcntl
 import json
 import os
-import shutil
 import signal
-import socket
 import subprocess
 import time
-import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,29 +36,27 @@ from typing import Any
 
 from confluent_kafka import KafkaException
 
+from deltaflow.dev.broker_config import format_storage, write_config
+from deltaflow.dev.broker_process import (
+    HOST,
+    check_port_free,
+    find_java,
+    free_port,
+    is_broker_process,
+    log_summary,
+    log_tail,
+)
 from deltaflow.dev.topics import admin_client, try_create_topic
-from deltaflow.errors import KafkaBrokerError, SetupError
+from deltaflow.errors import KafkaBrokerError
 from deltaflow.runtime.jars import home, jars
 
-HOST = "127.0.0.1"
+__all__ = ["HOST", "READY_TOPIC", "BrokerStatus", "EmbeddedKafka"]
+
 READY_TOPIC = "__deltaflow_ready"
 """Topic created to prove that the broker accepts work; created once, then found on restarts."""
 
 _HEAP = ["-Xmx512m", "-Xms256m"]
-_TOOL_JVM = ["-Xmx256m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC"]  # short-lived: starts ~1 s sooner
 _POLL = 0.1
-_CMDLINE_READS = 20
-_LOG4J2 = """\
-status = warn
-appender.file.type = File
-appender.file.name = FILE
-appender.file.fileName = {log_file}
-appender.file.append = true
-appender.file.layout.type = PatternLayout
-appender.file.layout.pattern = [%d] %p %m (%c)%n
-rootLogger.level = WARN
-rootLogger.appenderRef.file.ref = FILE
-"""
 
 
 @dataclass(frozen=True)
@@ -179,12 +176,12 @@ class EmbeddedKafka:
                 self.port, self.controller_port = record["port"], record["controller_port"]
                 self._wait_ready(record["pid"], timeout)
                 return self.bootstrap
-            self._check_port_free()
-            self.controller_port = _free_port()
-            java = _java()
+            check_port_free(self.port)
+            self.controller_port = free_port()
+            java = find_java()
             classpath = os.pathsep.join(str(jar) for jar in jars("kafka-broker"))
             self._write_config()
-            self._format_storage(java, classpath)
+            format_storage(java, classpath, self.config_file, self.data_dir)
             pid = self._launch(java, classpath)
             self._write_record(pid)
         try:
@@ -255,32 +252,10 @@ class EmbeddedKafka:
             return None
         except (ValueError, KeyError, TypeError):
             record, pid = None, -1
-        if record is not None and self._is_our_broker(pid):
+        if record is not None and is_broker_process(pid, self.config_file):
             return dict(record)
         self.pid_file.unlink(missing_ok=True)
         return None
-
-    def _is_our_broker(self, pid: int) -> bool:
-        """True when ``pid`` is alive and is ``kafka.Kafka`` running this folder's configuration.
-
-        A process reads an empty ``/proc/<pid>/cmdline`` for a moment while it execs (the java launcher
-        does, right after start) or exits, so an empty one is read again until it fills or the process is
-        a zombie; a process that stays empty (a kernel thread) is not a broker.
-        """
-        if pid <= 0:
-            return False
-        for _ in range(_CMDLINE_READS):
-            try:
-                raw = Path(f"/proc/{pid}/cmdline").read_bytes()
-            except OSError:
-                return False
-            if raw:
-                args = raw.split(b"\0")
-                return b"kafka.Kafka" in args and str(self.config_file).encode() in args
-            if _is_zombie(pid):
-                return False
-            time.sleep(_POLL / 4)
-        return False
 
     def _write_record(self, pid: int) -> None:
         record = {
@@ -295,64 +270,13 @@ class EmbeddedKafka:
 
     # -- start steps -----------------------------------------------------------------------------------
 
-    def _check_port_free(self) -> None:
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            try:
-                sock.bind((HOST, self.port))
-            except OSError:
-                raise KafkaBrokerError(
-                    "the port is already in use by another process",
-                    location=self.bootstrap,
-                    hint="stop it or choose another port",
-                ) from None
-
     def _write_config(self) -> None:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.log_file.parent.mkdir(parents=True, exist_ok=True)
-        controller = f"{HOST}:{self.controller_port}"
-        settings = {
-            "process.roles": "broker,controller",
-            "node.id": "1",
-            "controller.quorum.voters": f"1@{controller}",
-            "listeners": f"PLAINTEXT://{self.bootstrap},CONTROLLER://{controller}",
-            "advertised.listeners": f"PLAINTEXT://{self.bootstrap}",
-            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
-            "controller.listener.names": "CONTROLLER",
-            "inter.broker.listener.name": "PLAINTEXT",
-            "log.dirs": str(self.data_dir),
-            "num.partitions": "1",
-            "default.replication.factor": "1",
-            "offsets.topic.replication.factor": "1",
-            "offsets.topic.num.partitions": "5",  # 50 by default: the first consumer group waits for them
-            "transaction.state.log.num.partitions": "5",
-            "transaction.state.log.replication.factor": "1",
-            "transaction.state.log.min.isr": "1",
-            "share.coordinator.state.topic.replication.factor": "1",
-            "share.coordinator.state.topic.min.isr": "1",
-            "group.initial.rebalance.delay.ms": "0",
-            "auto.create.topics.enable": "true",
-            "num.network.threads": "2",
-            "num.io.threads": "4",
-            "log.cleaner.dedupe.buffer.size": str(32 * 1024 * 1024),
-        }
-        self.config_file.write_text("".join(f"{key}={value}\n" for key, value in settings.items()))
-        (self.state_dir / "log4j2.properties").write_text(_LOG4J2.format(log_file=self.log_file))
-
-    def _format_storage(self, java: str, classpath: str) -> None:
-        """Format the KRaft storage unless it already is (a restarted broker keeps its topics)."""
-        if (self.data_dir / "meta.properties").exists():
-            return
-        proc = subprocess.run(
-            [java, *_TOOL_JVM, "-cp", classpath, "kafka.tools.StorageTool", "format",
-             "--cluster-id", _cluster_id(), "--config", str(self.config_file)],
-            capture_output=True, text=True, check=False, timeout=120, cwd=self.state_dir,
+        write_config(
+            self.config_file, self.state_dir / "log4j2.properties", bootstrap=self.bootstrap,
+            controller=f"{HOST}:{self.controller_port}", data_dir=self.data_dir, log_file=self.log_file,
         )
-        if proc.returncode != 0:
-            raise KafkaBrokerError(
-                f"formatting the KRaft storage failed: {_summary(proc.stdout + proc.stderr)}",
-                location=str(self.data_dir),
-            )
 
     def _launch(self, java: str, classpath: str) -> int:
         """Start the broker JVM detached, its output going to the log file; return its pid."""
@@ -397,7 +321,7 @@ class EmbeddedKafka:
         proc = self._proc
         if proc is not None and proc.pid == pid:
             return proc.poll() is None
-        return self._is_our_broker(pid)
+        return is_broker_process(pid, self.config_file)
 
     def _check_alive(self, pid: int) -> None:
         if self._running(pid):
@@ -407,7 +331,7 @@ class EmbeddedKafka:
         self.pid_file.unlink(missing_ok=True)
         exit_text = f"code {code}" if code is not None else "unknown code"
         raise KafkaBrokerError(
-            f"the broker exited during startup ({exit_text}): {_summary(_tail(self.log_file))}",
+            f"the broker exited during startup ({exit_text}): {log_summary(log_tail(self.log_file))}",
             location=self.bootstrap,
             hint=f"see {self.log_file}",
         )
@@ -446,55 +370,3 @@ class EmbeddedKafka:
                 self._proc.wait(timeout=1)
             self._proc = None
 
-
-def _java() -> str:
-    java_home = os.environ.get("JAVA_HOME")
-    candidate = Path(java_home) / "bin" / "java" if java_home else None
-    java = str(candidate) if candidate is not None and candidate.is_file() else shutil.which("java")
-    if java is None:
-        raise SetupError("Java ('java') is not on PATH", hint="install a JDK 17 or newer, or set JAVA_HOME")
-    return java
-
-
-def _is_zombie(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return True
-    return stat.rpartition(")")[2].split()[:1] in (["Z"], ["X"])
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((HOST, 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-def _cluster_id() -> str:
-    """A Kafka cluster id: 16 random bytes, URL-safe base64 without padding, not starting with '-'."""
-    while True:
-        text = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
-        if not text.startswith("-"):
-            return text
-
-
-def _tail(path: Path, size: int = 16_384) -> str:
-    try:
-        with path.open("rb") as fh:
-            fh.seek(max(0, path.stat().st_size - size))
-            return fh.read().decode(errors="replace")
-    except OSError:
-        return ""
-
-
-def _summary(text: str, lines: int = 3, width: int = 400) -> str:
-    """The last meaningful lines of a log, joined into one line."""
-    kept = [
-        line.strip() for line in text.splitlines()
-        if line.strip() and not line.startswith(("SLF4J:", "\tat ", "\t... "))
-    ]
-    if not kept and "no-operation (NOP) logger" in text:
-        return "no log output (SLF4J fell back to its no-op logger: no slf4j-api 2 on the classpath)"
-    summary = " | ".join(kept[-lines:]) or "no output"
-    return summary if len(summary) <= width else "..." + summary[-width:]

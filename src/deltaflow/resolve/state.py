@@ -13,27 +13,20 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
-from contextvars import ContextVar
 from typing import TYPE_CHECKING
 
 from deltaflow.errors import GraphError
+from deltaflow.scoped import Scoped
 
 if TYPE_CHECKING:
     from deltaflow.resolve.resolver import Resolver
 
-_RESOLVER: ContextVar[Resolver | None] = ContextVar("deltaflow_resolver", default=None)
+_RESOLVER = Scoped["Resolver"]("resolver", lambda: GraphError(
+    "pipeline datasets can only be read inside a dataset function run by deltaflow",
+    hint="call dp.read_stream / spark.readStream.table inside a @dp.table function"))
 
-
-@contextmanager
-def resolving(resolver: Resolver) -> Iterator[Resolver]:
-    """Make ``resolver`` the one reads inside the block report to."""
-    token = _RESOLVER.set(resolver)
-    try:
-        yield resolver
-    finally:
-        _RESOLVER.reset(token)
+#: Make a resolver the one reads inside a block report to: ``with resolving(resolver): ...``.
+resolving = _RESOLVER.bind
 
 
 def active_resolver() -> Resolver:
@@ -43,28 +36,24 @@ def active_resolver() -> Resolver:
         GraphError: Outside a dataset function run by deltaflow.
 
     """
-    resolver = _RESOLVER.get()
-    if resolver is None:
-        raise GraphError("pipeline datasets can only be read inside a dataset function run by deltaflow",
-                         hint="call dp.read_stream / spark.readStream.table inside a @dp.table function")
-    return resolver
+    return _RESOLVER.get()
 
 
 def note_source(label: str) -> None:
     """Record that the flow being built reads an outside source (shown by ``deltaflow graph``)."""
-    resolver = _RESOLVER.get()
+    resolver = _RESOLVER.peek()
     if resolver is not None:
         resolver.note_source(label)
 
 
 def analysing() -> bool:
     """Whether the flow being built is only analysed (``deltaflow dry-run`` / ``graph``): nothing runs."""
-    resolver = _RESOLVER.get()
+    resolver = _RESOLVER.peek()
     return resolver is not None and resolver.analyze_only
 
 
 def warn(message: str) -> None:
     """Tell the analysis about a problem that would stop a run (e.g. an unreachable Kafka broker)."""
-    resolver = _RESOLVER.get()
+    resolver = _RESOLVER.peek()
     if resolver is not None:
         resolver.warn(message)

@@ -1,0 +1,93 @@
+"""The pipeline graph that definitions register into while deltaflow loads a definition file.
+
+:func:`registering` makes a :class:`~deltaflow.graph.PipelineGraph` the active one for a block; the
+decorators and functions of :mod:`deltaflow.api` and :mod:`deltaflow.cdc_api` add their datasets and
+flows to it through :func:`active_graph`, each with the :class:`~deltaflow.graph.SourceLocation` it was
+declared at. Nothing here touches Spark.
+
+Example:
+    >>> from deltaflow.graph import PipelineGraph
+    >>> with registering(PipelineGraph()) as graph:  # doctest: +SKIP
+    ...     runpy.run_path("pipelines/clicks.py")
+
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
+from pathlib import Path
+from typing import Any
+
+from deltaflow.errors import GraphError
+from deltaflow.graph import PipelineGraph, SourceLocation
+from deltaflow.scoped import Scoped
+
+_REGISTRY = Scoped[PipelineGraph]("registry", lambda: GraphError("no definition file is being loaded"))
+
+
+@contextmanager
+def registering(graph: PipelineGraph) -> Iterator[PipelineGraph]:
+    """Collect the definitions made inside the block into ``graph``."""
+    with _REGISTRY.bind(graph):
+        yield graph
+
+
+def active_graph(what: str) -> PipelineGraph:
+    """The graph of the enclosing :func:`registering` block.
+
+    Args:
+        what: The decorator or function asking (``"@dp.table"``), named in the error.
+
+    Raises:
+        GraphError: No definition file is being loaded.
+
+    Example:
+        >>> active_graph("@dp.table")  # doctest: +SKIP
+        Traceback (most recent call last):
+        deltaflow.errors.GraphError: @dp.table can only be used in a definition file loaded by deltaflow
+
+    """
+    graph = _REGISTRY.peek()
+    if graph is None:
+        raise GraphError(
+            f"{what} can only be used in a definition file loaded by deltaflow",
+            hint="list the file under 'libraries' in deltaflow.yml and run 'deltaflow run'",
+        )
+    return graph
+
+
+def _relative(file: str, line: int) -> SourceLocation:
+    with suppress(ValueError):
+        file = str(Path(file).resolve().relative_to(Path.cwd()))
+    return SourceLocation(file, line)
+
+
+def source_location(func: Callable[..., Any]) -> SourceLocation:
+    """Where ``func`` is defined, its file relative to the working folder when it lies inside it.
+
+    Example:
+        >>> source_location(source_location).line > 0
+        True
+
+    """
+    try:
+        file = inspect.getsourcefile(func) or "<unknown>"
+        line = inspect.getsourcelines(func)[1]
+    except (OSError, TypeError):
+        code = getattr(func, "__code__", None)
+        file, line = (code.co_filename, code.co_firstlineno) if code else ("<unknown>", 0)
+    return _relative(file, line)
+
+
+def caller_location() -> SourceLocation:
+    """Where the function calling this one was called from (a definition file's line).
+
+    Example:
+        >>> def create_streaming_table(name):  # doctest: +SKIP
+        ...     where = caller_location()  # the line of the create_streaming_table(...) call
+
+    """
+    frame = inspect.stack()[2]
+    return _relative(frame.filename, frame.lineno)
