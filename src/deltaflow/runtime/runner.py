@@ -10,7 +10,8 @@ Build it through the facade, :meth:`deltaflow.pipeline.Pipeline.start` / ``run``
 
 Example:
     >>> run = PipelineRun(context, graph, Trigger("available_now"))  # doctest: +SKIP
-    >>> outcomes = run.run(threading.Event())
+    >>> run.start()  # doctest: +SKIP
+    >>> outcomes = run.finish(threading.Event())  # doctest: +SKIP
 
 """
 

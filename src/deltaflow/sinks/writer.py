@@ -37,7 +37,7 @@ from deltaflow.sinks.tables import check_schema, ensure_quarantine
 if TYPE_CHECKING:
     from pyspark.sql.streaming.query import StreamingQuery
 
-    from deltaflow.graph import Flow
+    from deltaflow.graph import BatchHandler, Flow
     from deltaflow.resolve.resolver import Resolver
     from deltaflow.runtime.triggers import Trigger
     from deltaflow.storage import FlowCheckpoint
@@ -86,9 +86,9 @@ class FlowWriters:
         path = into or self.layout.table(flow.target)
         checkpoint = self.checkpoint(flow)
 
-        def each_batch(handler: object) -> StreamingQuery:
-            return start_foreach_batch(df, name=flow.name, handler=handler,  # type: ignore[arg-type]
-                                       layout=self.layout, checkpoint=checkpoint, trigger=trigger)
+        def each_batch(handler: BatchHandler) -> StreamingQuery:
+            return start_foreach_batch(df, name=flow.name, handler=handler, layout=self.layout,
+                                       checkpoint=checkpoint, trigger=trigger)
 
         if flow.cdc is not None:
             retention = tombstone_retention(flow, self.resolver.table_properties(flow.target))
