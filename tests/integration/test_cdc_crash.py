@@ -47,12 +47,6 @@ def count_events():
 """
 
 
-def run_cli(spec: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "deltaflow", "run", "--spec", str(spec), *args],
-                          capture_output=True, text=True, env=env or cli_env(), timeout=600,
-                          start_new_session=True)
-
-
 @pytest.mark.usefixtures("spark")
 def test_accumulating_merge_killed_between_its_commit_and_the_checkpoint_counts_once(  # type: ignore[no-untyped-def]
         spark, tmp_path, capsys) -> None:
@@ -68,7 +62,9 @@ def test_accumulating_merge_killed_between_its_commit_and_the_checkpoint_counts_
 
     project.drop("1.json", [{"id": f"a{i}"} for i in range(7)])
     kill.touch()
-    killed = run_cli(project.spec_path, "--available-now")
+    killed = subprocess.run([sys.executable, "-m", "deltaflow", "run", "--spec", str(project.spec_path),
+                             "--available-now"], capture_output=True, text=True, env=cli_env(), timeout=600,
+                            start_new_session=True)
     assert killed.returncode == -9, killed.stderr[-2000:]
     assert state() == (7, 1)                  # the MERGE committed ...
     assert in_flight(checkpoint) == {0}       # ... and the checkpoint did not: batch 0 will run again

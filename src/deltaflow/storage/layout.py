@@ -26,7 +26,7 @@ Example:
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING
 
@@ -76,7 +76,6 @@ class StorageLayout:
     """
 
     root: str
-    _fs: FileSystem | None = field(default=None, compare=False, repr=False)
 
     @classmethod
     def of(cls, spec: Spec) -> StorageLayout:
@@ -86,7 +85,7 @@ class StorageLayout:
     @cached_property
     def fs(self) -> FileSystem:
         """The filesystem the layout's records and checkpoint folders go through."""
-        return self._fs if self._fs is not None else filesystem_for(self.root)
+        return filesystem_for(self.root)
 
     @property
     def is_local(self) -> bool:
