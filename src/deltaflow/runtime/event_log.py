@@ -19,7 +19,7 @@ import queue
 import re
 import threading
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, fields
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -218,8 +218,11 @@ class EventLog:
             self.error = exc
 
 
-def event_log_listener(log: EventLog) -> Any:
-    """A Spark ``StreamingQueryListener`` sending every progress and termination to ``log``."""
+def event_log_listener(log: EventLog, on_progress: Callable[[dict[str, Any]], None] | None = None) -> Any:
+    """A Spark ``StreamingQueryListener`` sending every progress to ``log`` (and, parsed, to ``on_progress``).
+
+    Spark calls it on its listener thread: ``on_progress`` should only hand the progress over.
+    """
     from pyspark.sql.streaming.listener import StreamingQueryListener
 
     class EventLogListener(StreamingQueryListener):
@@ -231,7 +234,10 @@ def event_log_listener(log: EventLog) -> Any:
 
         def onQueryProgress(self, event: Any) -> None:
             try:
-                log.add(batch_event(log.pipeline, log.run_id, json.loads(event.progress.json)))
+                progress = json.loads(event.progress.json)
+                log.add(batch_event(log.pipeline, log.run_id, progress))
+                if on_progress is not None:
+                    on_progress(progress)
             except Exception as exc:  # never let logging break the listener bus
                 log.error = exc
 

@@ -17,11 +17,12 @@ Example:
 
 from __future__ import annotations
 
+import queue
 import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from deltaflow.errors import ConfigError, FlowError, first_line
 from deltaflow.graph import suggest
@@ -135,10 +136,12 @@ class PipelineRun:
         self.queries: dict[str, StreamingQuery] = {}
         self.pending: list[str] = []
         self.finished: dict[str, FlowOutcome] = {}
-        self._reported: dict[str, int] = {}
+        self._flow_of_query: dict[str, str] = {}  # query id -> flow
+        self._progress: queue.SimpleQueue[dict[str, Any]] = queue.SimpleQueue()  # from Spark's listener
         self._schema_restarts: dict[str, int] = {}
+        self._ended: set[str] = set()  # flows whose query has ended and been looked at
         self.event_log = EventLog(self.layout.event_log, self.spec.name)
-        self._listener = event_log_listener(self.event_log)
+        self._listener = event_log_listener(self.event_log, self._progress.put)
 
     # -- starting ---------------------------------------------------------------------------------------
 
@@ -253,23 +256,30 @@ class PipelineRun:
             self.finished[flow.name] = FlowOutcome(flow.name, str(flow.location), "completed")
         else:
             self.queries[flow.name] = query
+            self._flow_of_query[str(query.id)] = flow.name
 
     # -- watching ---------------------------------------------------------------------------------------
 
     def poll_progress(self) -> None:
-        """Report micro-batches committed since the last call."""
-        for name, query in list(self.queries.items()):
-            for progress in query.recentProgress:
-                if progress.batchId <= self._reported.get(name, -1) or progress.numInputRows == 0:
-                    continue
-                self._reported[name] = progress.batchId
-                if self.on_batch:
-                    self.on_batch(BatchProgress(
-                        flow=name, batch_id=progress.batchId, input_rows=progress.numInputRows,
-                        input_rows_per_second=float(progress.inputRowsPerSecond or 0.0),
-                        processed_rows_per_second=float(progress.processedRowsPerSecond or 0.0),
-                        duration_ms=int(progress.durationMs.get("triggerExecution", 0)),
-                    ))
+        """Report the micro-batches Spark's listener has posted since the last call.
+
+        The listener, not the queries, is asked: ``recentProgress`` hands over up to 100 progress reports
+        per query and call, which a poll several times a second turns into steady work for the driver.
+        """
+        while True:
+            try:
+                progress = self._progress.get_nowait()
+            except queue.Empty:
+                return
+            flow = self._flow_of_query.get(str(progress["id"]))
+            if flow is None or not progress.get("numInputRows") or self.on_batch is None:
+                continue  # a full refresh's query, or a trigger that found nothing new
+            self.on_batch(BatchProgress(
+                flow=flow, batch_id=int(progress["batchId"]), input_rows=int(progress["numInputRows"]),
+                input_rows_per_second=float(progress.get("inputRowsPerSecond") or 0.0),
+                processed_rows_per_second=float(progress.get("processedRowsPerSecond") or 0.0),
+                duration_ms=int((progress.get("durationMs") or {}).get("triggerExecution", 0)),
+            ))
 
     def wait(self, stop: threading.Event, grace_seconds: float = 120.0) -> list[FlowOutcome]:
         """Watch the flows until all have ended or ``stop`` is set, then stop them between batches."""
@@ -277,14 +287,14 @@ class PipelineRun:
             self.poll_progress()
             self._restart_after_schema_changes(stop)
             self._start_ready(stop)
-            if not (self.pending or any(q.isActive for q in self.queries.values())):
+            if not (self.pending or any(q.isActive for n, q in self.queries.items() if n not in self._ended)):
                 break
             if stop.wait(POLL_SECONDS):
                 self.stop(grace_seconds)
                 break
-        self.poll_progress()
         outcomes = self.outcomes(stopped=stop.is_set())
         self._close_event_log(outcomes)
+        self.poll_progress()  # the last batches, which the event log has waited for
         return outcomes
 
     def _restart_after_schema_changes(self, stop: threading.Event) -> None:
@@ -295,13 +305,16 @@ class PipelineRun:
         stops the flow with a named error.
         """
         for name, query in list(self.queries.items()):
-            if stop.is_set() or query.isActive or self._schema_restarts.get(name, 0) >= MAX_SCHEMA_RESTARTS:
+            if stop.is_set() or name in self._ended or query.isActive:
                 continue
+            self._ended.add(name)  # asked about once: an ended query stays ended
             error = query.exception()
-            if error is not None and "DELTA_SCHEMA_CHANGED" in str(error):
+            if (error is not None and "DELTA_SCHEMA_CHANGED" in str(error)
+                    and self._schema_restarts.get(name, 0) < MAX_SCHEMA_RESTARTS):
                 self._schema_restarts[name] = self._schema_restarts.get(name, 0) + 1
                 self.on_message(f"{name}: a table it reads changed schema; restarting it on the new one")
                 del self.queries[name]
+                self._ended.discard(name)
                 self._start(self.graph.flows[name])
 
     def _close_event_log(self, outcomes: list[FlowOutcome]) -> None:

@@ -49,6 +49,12 @@ def default_conf(layout: StorageLayout | None = None) -> dict[str, str]:
         # the regex recurses per character and overflows the default 1 MB thread stack.
         "spark.driver.extraJavaOptions": f"-Dlog4j.configurationFile={log4j} -Duser.timezone=UTC -Xss16m",
         "spark.sql.streaming.stopTimeout": "60s",
+        # The UI is off, but its status store still keeps this much history in the driver's heap; Spark's
+        # defaults (1,000 queries and jobs) make a long continuous run collect garbage for nothing.
+        "spark.sql.ui.retainedExecutions": "100",
+        "spark.ui.retainedJobs": "100",
+        "spark.ui.retainedStages": "100",
+        "spark.ui.retainedTasks": "10000",
     }
     if layout is not None and layout.is_local:
         conf["spark.sql.warehouse.dir"] = layout.warehouse
