@@ -6,6 +6,7 @@
     deltaflow run [--available-now | --continuous | --once] [--refresh a,b] [--full-refresh a]
     deltaflow status [--json]        each flow's state, last batch, rates and backlog, without Spark
     deltaflow changes TABLE [--from V] [--to V] [--json]    a table's Change Data Feed, without Spark
+    deltaflow history TABLE [--limit N] [--json]    a table's versions and the flow batch behind each
     deltaflow quarantine TABLE [--json]    quarantined rows by reason, with samples, without Spark
     deltaflow quarantine replay TABLE [--where SQL]    re-feed them once the schema or rule is fixed
     deltaflow demo [--example clickstream|orders|fraud|customers_cdc] [--seconds 60] [--rate 1000]
@@ -275,6 +276,24 @@ def changes(
     out.print(changes_table(table, rows, limit))
     if 0 < limit < len(rows):
         _say(f"... {len(rows) - limit:,} more (--limit 0 shows all, --json for JSON lines)")
+
+
+@app.command()
+def history(
+    table: Annotated[str, typer.Argument(help="A table of the pipeline.")],
+    limit: Annotated[int, typer.Option(help="The newest this many versions (0: all the log holds).")] = 20,
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON object per version.")] = False,
+    spec: SpecOption = None,
+) -> None:
+    """Show a table's versions, newest first: what each changed, and the flow and batch that wrote it."""
+    from deltaflow.views import history_table
+
+    versions = _load(spec).history(table, limit)
+    if as_json:
+        for version in versions:
+            _say(json.dumps(version.as_json()))
+        return
+    out.print(history_table(table, versions))
 
 
 @app.command()

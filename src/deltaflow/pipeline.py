@@ -32,6 +32,7 @@ from deltaflow.storage import StorageLayout
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from deltaflow.commands.history import TableVersion
     from deltaflow.commands.quarantine import QuarantineReport
     from deltaflow.commands.replay import ReplayResult
     from deltaflow.commands.status import FlowStatus
@@ -208,6 +209,12 @@ class Pipeline:
         from deltaflow.commands.changes import table_changes
 
         return table_changes(self.layout, table, start, end)
+
+    def history(self, table: str, limit: int = 20) -> list[TableVersion]:
+        """``table``'s newest ``limit`` versions (0: all), each with the flow and batch that wrote it."""
+        from deltaflow.commands.history import table_history
+
+        return table_history(self.layout, table, limit)
 
     def quarantine(self, table: str, samples: int = 3) -> QuarantineReport:
         """``table``'s quarantined rows counted by reason, with samples."""

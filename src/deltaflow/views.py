@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from rich.table import Table
 
 if TYPE_CHECKING:
+    from deltaflow.commands.history import TableVersion
     from deltaflow.commands.quarantine import QuarantineReport
     from deltaflow.commands.status import FlowStatus
 
@@ -79,4 +80,21 @@ def changes_table(table: str, rows: list[dict[str, Any]], limit: int) -> Table:
     view = Table(*rows[0].keys(), title=f"{table}: {len(rows):,} change(s)", title_justify="left")
     for row in rows if limit <= 0 else rows[:limit]:
         view.add_row(*("" if v is None else str(v) for v in row.values()))
+    return view
+
+
+def history_table(table: str, versions: list[TableVersion]) -> Table:
+    """A table's versions, newest first: what each did and which flow and batch (``flow #batch``) wrote it."""
+    view = Table(title=f"{table}: {len(versions)} version(s), newest first", title_justify="left")
+    for header in ("version", "time (UTC)", "operation", "rows", "files", "written by"):
+        view.add_column(header, no_wrap=header != "operation")
+
+    def rows(v: TableVersion) -> str:
+        counts = zip("+~-", (v.rows_inserted, v.rows_updated, v.rows_deleted), strict=True)
+        return " ".join(f"{sign}{n:,}" for sign, n in counts if n) or "-"
+
+    for v in versions:
+        writer = f"{v.flow} #{v.batch_id}" if v.flow is not None else v.writer or "-"
+        view.add_row(str(v.version), v.timestamp.strftime("%Y-%m-%d %H:%M:%S"), v.operation, rows(v),
+                     f"+{v.files_added} -{v.files_removed}", writer)
     return view

@@ -16,8 +16,8 @@ from datetime import date, datetime
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
+from deltaflow.commands.tables import open_table
 from deltaflow.errors import ConfigError
-from deltaflow.graph import suggest
 
 if TYPE_CHECKING:
     from deltaflow.storage import StorageLayout
@@ -35,15 +35,9 @@ def table_changes(layout: StorageLayout, table: str, start: int,
 
     """
     import pyarrow
-    from deltalake import DeltaTable
-    from deltalake.exceptions import DeltaError, TableNotFoundError
+    from deltalake.exceptions import DeltaError
 
-    try:
-        delta = DeltaTable(layout.table(table))
-    except TableNotFoundError:
-        known = layout.table_names()
-        raise ConfigError(f"no table '{table}' in {layout.tables}{suggest(table, known)}",
-                          hint="tables: " + (", ".join(known) or "none yet, run the pipeline")) from None
+    delta = open_table(layout, table)
     configuration = delta.metadata().configuration
     if configuration.get("delta.enableChangeDataFeed", "false").lower() != "true":
         raise ConfigError(f"table '{table}' does not record its changes",

@@ -3,6 +3,7 @@
 ::
 
     <storage>/tables/<dataset>                               each dataset's Delta table
+    <storage>/tables/<dataset>/_delta_log                    its log (Delta's layout), read by `history`
     <storage>/tables/<dataset>_quarantine                    its quarantined rows
     <storage>/_checkpoints/<dataset>/<flow>/<generation>     each flow's checkpoint (a full refresh moves on)
     <storage>/_checkpoints/<dataset>/<flow>/<generation>/tombstones   an auto CDC flow's deletes
@@ -26,6 +27,7 @@ Example:
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING
@@ -65,6 +67,18 @@ class FlowCheckpoint:
         """``txnAppId`` of the flow's writes: ``deltaflow:<dataset>/<flow>/<generation>:<query id>``."""
         return f"deltaflow:{self.dataset}/{self.flow}/{self.generation}:{query_id}"
 
+    @staticmethod
+    def of_app_id(app_id: str) -> tuple[str, str, int] | None:
+        """``(dataset, flow, generation)`` of an :meth:`app_id` (None for any other id).
+
+        Example:
+            >>> FlowCheckpoint.of_app_id("deltaflow:customers/customers_cdc/2:q-1")
+            ('customers', 'customers_cdc', 2)
+
+        """
+        match = re.fullmatch(r"deltaflow:([^/]+)/([^/]+)/(\d+):.*", app_id)
+        return (match.group(1), match.group(2), int(match.group(3))) if match else None
+
 
 @dataclass(frozen=True)
 class StorageLayout:
@@ -98,6 +112,10 @@ class StorageLayout:
     def tables(self) -> str:
         """The folder holding every table."""
         return f"{self.root}/tables"
+
+    def delta_log(self, dataset: str) -> str:
+        """The Delta log of ``dataset``'s table (Delta's own layout: ``<version, 20 digits>.json``)."""
+        return f"{self.table(dataset)}/_delta_log"
 
     def table(self, dataset: str) -> str:
         """The Delta table of ``dataset``."""
@@ -147,6 +165,12 @@ class StorageLayout:
         if generation is None:
             generation = self.current_generation(dataset, flow)
         return FlowCheckpoint(dataset, flow, generation, f"{self.checkpoints(dataset, flow)}/{generation}")
+
+    def flow_checkpoints(self, dataset: str) -> list[FlowCheckpoint]:
+        """Every generation of every flow's checkpoint into ``dataset`` that is on storage."""
+        root = f"{self.root}/_checkpoints/{dataset}"
+        return [self.checkpoint(dataset, flow, int(generation)) for flow in self.fs.list(root)
+                for generation in self.fs.list(f"{root}/{flow}") if generation.isdigit()]
 
     def start_generation(self, dataset: str, flow: str, generation: int) -> FlowCheckpoint:
         """Make ``generation`` the flow's current one: an empty checkpoint, so the flow starts over."""
