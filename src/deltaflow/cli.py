@@ -7,6 +7,7 @@
     deltaflow status [--json]        each flow's state, last batch, rates and backlog, without Spark
     deltaflow changes TABLE [--from V] [--to V] [--json]    a table's Change Data Feed, without Spark
     deltaflow history TABLE [--limit N] [--json]    a table's versions and the flow batch behind each
+    deltaflow vacuum [TABLE ...] [--retain 7d] [--dry-run]    delete old files no flow still reads
     deltaflow quarantine TABLE [--json]    quarantined rows by reason, with samples, without Spark
     deltaflow quarantine replay TABLE [--where SQL]    re-feed them once the schema or rule is fixed
     deltaflow demo [--example clickstream|orders|fraud|customers_cdc] [--seconds 60] [--rate 1000]
@@ -35,6 +36,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.console import Console
 
+from deltaflow.dev.kafka_cli import PortOption, kafka_app
 from deltaflow.errors import DeltaflowError
 
 if TYPE_CHECKING:
@@ -45,8 +47,6 @@ app = typer.Typer(
     help="Declarative streaming pipelines on PySpark + Delta Lake, exactly once.",
     no_args_is_help=True, pretty_exceptions_enable=False, add_completion=False,
 )
-kafka_app = typer.Typer(help="Run an embedded Apache Kafka broker on loopback (development, tests, demo).",
-                        no_args_is_help=True)
 app.add_typer(kafka_app, name="kafka")
 out = Console(highlight=False)
 err = Console(stderr=True, highlight=False)
@@ -54,9 +54,6 @@ err = Console(stderr=True, highlight=False)
 SpecOption = Annotated[Path | None, typer.Option("--spec", help="deltaflow.yml, or a folder holding one "
                                                  "(default: the nearest one from the current folder up).")]
 JsonOption = Annotated[bool, typer.Option("--json", help="JSON instead of a table.")]
-PortOption = Annotated[int, typer.Option("--port", help="Broker port on 127.0.0.1.")]
-StateOption = Annotated[Path | None, typer.Option("--state-dir", help="Broker data and logs "
-                                                  "(default: $DELTAFLOW_HOME/kafka).")]
 
 
 def _say(text: str, console: Console = out) -> None:
@@ -297,6 +294,27 @@ def history(
 
 
 @app.command()
+def vacuum(
+    tables: Annotated[list[str] | None, typer.Argument(help="Tables to vacuum (default: all).")] = None,
+    retain: Annotated[str | None, typer.Option(help="Keep files removed this recently, e.g. 7d, 36h "
+                                               "(default: each table's delta.deletedFileRetentionDuration).")]
+    = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Count what would go; delete nothing.")] = False,
+    stopped: Annotated[bool, typer.Option("--stopped", help="No run is writing these tables now (allows "
+                                          "--retain under an hour).")] = False,
+    spec: SpecOption = None,
+) -> None:
+    """Delete files the tables no longer need, never one a flow streaming them (even stopped) still reads."""
+    from deltaflow.commands.vacuum import human, parse_duration
+
+    pipeline = _load(spec)
+    keep = parse_duration(retain) if retain is not None else None
+    for result in pipeline.vacuum(tables or None, keep, dry_run=dry_run, stopped=stopped):
+        verb = "would delete" if result.dry_run else "deleted"
+        _say(f"{result.table}: {verb} {result.files:,} file(s) removed over {human(result.retention)} ago")
+
+
+@app.command()
 def demo(
     example: Annotated[str, typer.Option("--example", "-e", help="The example pipeline: clickstream, orders, "
                                          "fraud or customers_cdc.")] = "clickstream",
@@ -312,43 +330,6 @@ def demo(
     with stop_on_signals() as stop:
         run_demo(example=example, seconds=seconds, rate=rate, storage=storage, port=port, stop=stop,
                  console=err)
-
-
-@kafka_app.command("start")
-def kafka_start(port: PortOption = 19092, state_dir: StateOption = None) -> None:
-    """Start the broker (KRaft, single node, 127.0.0.1); returns once a topic can be created."""
-    from deltaflow.dev.broker import EmbeddedKafka
-
-    broker = EmbeddedKafka(state_dir=state_dir, port=port)
-    bootstrap = broker.start()
-    _say(f"kafka: running at {bootstrap} (data and logs in {broker.status().state_dir})")
-
-
-@kafka_app.command("stop")
-def kafka_stop(port: PortOption = 19092, state_dir: StateOption = None) -> None:
-    """Stop the broker cleanly."""
-    from deltaflow.dev.broker import EmbeddedKafka
-
-    was_running = EmbeddedKafka(state_dir=state_dir, port=port).stop()
-    _say("kafka: stopped" if was_running else "kafka: was not running")
-
-
-@kafka_app.command("status")
-def kafka_status(port: PortOption = 19092, state_dir: StateOption = None,
-                 as_json: JsonOption = False) -> None:
-    """Say whether the broker runs, where, and where its log is; exit 1 when it is not running."""
-    from deltaflow.dev.broker import EmbeddedKafka
-
-    state = EmbeddedKafka(state_dir=state_dir, port=port).status()
-    if as_json:
-        _say(json.dumps({"running": state.running, "bootstrap": state.bootstrap, "pid": state.pid,
-                         "log_file": str(state.log_file), "state_dir": str(state.state_dir)}))
-    elif state.running:
-        _say(f"kafka: running at {state.bootstrap} (pid {state.pid}, log {state.log_file})")
-    else:
-        _say(f"kafka: not running (state in {state.state_dir})")
-    if not state.running:
-        raise typer.Exit(1)
 
 
 def invoke(args: Sequence[str] | None = None) -> int:

@@ -30,12 +30,15 @@ from deltaflow.spec import Spec, TriggerMode, load_spec
 from deltaflow.storage import StorageLayout
 
 if TYPE_CHECKING:
+    from datetime import timedelta
+
     from pyspark.sql import SparkSession
 
     from deltaflow.commands.history import TableVersion
     from deltaflow.commands.quarantine import QuarantineReport
     from deltaflow.commands.replay import ReplayResult
     from deltaflow.commands.status import FlowStatus
+    from deltaflow.commands.vacuum import VacuumResult
     from deltaflow.context import PipelineContext
     from deltaflow.graph import PipelineGraph
     from deltaflow.resolve.resolver import Resolver
@@ -195,6 +198,18 @@ class Pipeline:
         from deltaflow.commands.replay import replay_quarantine
 
         return replay_quarantine(self.resolve(), table, where)
+
+    def vacuum(self, tables: list[str] | None = None, retain: timedelta | None = None, *,
+               dry_run: bool = False, stopped: bool = False) -> list[VacuumResult]:
+        """Vacuum ``tables`` (default: all), never deleting a file a flow streaming them still reads.
+
+        See :mod:`deltaflow.commands.vacuum` for the rule and its one-line refusals.
+        """
+        from deltaflow.commands.vacuum import vacuum_table
+
+        resolver = self.resolve()
+        names = tables or [n for n, d in self.graph.datasets.items() if d.runs]
+        return [vacuum_table(resolver, name, retain, dry_run, stopped) for name in names]
 
     # -- reading (no JVM) ---------------------------------------------------------------------------------
 

@@ -1,0 +1,87 @@
+"""Stream-aware VACUUM: never delete a file a stopped flow still reads; without the guard, the pitfall."""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from deltalake import DeltaTable
+
+from deltaflow.commands.readers import stream_positions
+from deltaflow.commands.vacuum import vacuum_table
+from deltaflow.errors import ConfigError, FlowError
+from deltaflow.runtime.runner import RunPlan
+from helpers import cli
+
+PIPELINE = """
+import deltaflow as dp
+
+@dp.table
+def bronze():
+    return dp.read_files("landing", schema="id STRING")
+
+@dp.table
+def silver():
+    return dp.read_stream("bronze")
+"""
+
+
+def stopped_reader_behind_a_compaction(spark: Any, project: Any) -> Any:
+    """silver stops, bronze gets two more batches, then OPTIMIZE tombstones what silver has not read."""
+    pipeline = project.pipeline(spark)
+    project.drop("0.json", [{"id": "a0"}, {"id": "a1"}])
+    pipeline.run("available_now")
+    for i in (1, 2):
+        project.drop(f"{i}.json", [{"id": f"b{i}"}, {"id": f"c{i}"}])
+        pipeline.run("available_now", plan=RunPlan(refresh=frozenset({"bronze"})))
+    spark.sql(f"OPTIMIZE delta.`{project.table('bronze')}`")
+    return pipeline
+
+
+def parquet_files(table: str) -> set[str]:
+    return {p.name for p in Path(table).glob("*.parquet")}
+
+
+def test_vacuum_keeps_what_a_stopped_flow_needs_and_takes_it_once_read(spark, make_project, capsys) -> None:  # type: ignore[no-untyped-def]
+    project = make_project(PIPELINE)
+    pipeline = stopped_reader_behind_a_compaction(spark, project)
+    files = parquet_files(project.table("bronze"))
+    # Where silver stands, from its checkpoint: version 2, the first bronze batch it has not read
+    # (version 0 created the table, 1 is the batch it read).
+    [position] = stream_positions(pipeline.resolve(), project.layout, "bronze")
+    written = {h["version"]: h["timestamp"] for h in DeltaTable(project.table("bronze")).history()}
+    assert (position.flow, position.version) == ("silver", 2)
+    assert position.committed_at == datetime.fromtimestamp(written[2] / 1000, UTC)
+
+    refused = cli(capsys, "vacuum", "bronze", "--retain", "0s", "--stopped", "--spec", str(project.spec_path))
+    assert refused.returncode == 1 and len(refused.stderr.strip().splitlines()) <= 2, refused.stderr
+    assert re.search(r"flow 'silver' still reads it from version \d+, committed", refused.stderr)
+    with pytest.raises(ConfigError, match="files of a batch being written now could go"):
+        vacuum_table(pipeline.resolve(), "silver", timedelta(0))  # under an hour, and a run may be writing
+    assert parquet_files(project.table("bronze")) == files  # nothing deleted
+
+    pipeline.run("available_now")  # silver reads the files it needed: each row once
+    silver = DeltaTable(project.table("silver")).to_pyarrow_table().column("id").to_pylist()
+    assert sorted(silver) == sorted(["a0", "a1", "b1", "c1", "b2", "c2"])
+
+    dry = vacuum_table(pipeline.resolve(), "bronze", timedelta(0), dry_run=True, stopped=True)
+    assert dry.files >= 3 and parquet_files(project.table("bronze")) == files  # the compacted originals
+    done = vacuum_table(pipeline.resolve(), "bronze", timedelta(0), stopped=True)
+    assert done.files == dry.files and len(parquet_files(project.table("bronze"))) == len(files) - dry.files
+    assert pipeline.run("available_now")  # still runs: nothing it reads is gone
+    assert DeltaTable(project.table("bronze")).to_pyarrow_table().num_rows == 6
+
+
+def test_without_the_guard_the_stopped_flow_fails_on_missing_files(spark, make_project) -> None:  # type: ignore[no-untyped-def]
+    project = make_project(PIPELINE)
+    pipeline = stopped_reader_behind_a_compaction(spark, project)
+    spark.conf.set("spark.databricks.delta.retentionDurationCheck.enabled", "false")
+    try:
+        spark.sql(f"VACUUM delta.`{project.table('bronze')}` RETAIN 0 HOURS")  # what a hand-written job does
+    finally:
+        spark.conf.unset("spark.databricks.delta.retentionDurationCheck.enabled")
+    with pytest.raises(FlowError, match="silver"):
+        pipeline.run("available_now")
