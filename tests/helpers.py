@@ -82,9 +82,6 @@ def cli_env() -> dict[str, str]:
     env = dict(os.environ)
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     env.pop("PYSPARK_SUBMIT_ARGS", None)
-    # These processes are killed within a minute of starting: the JIT's quick tier alone gets them to
-    # their first batches sooner and leaves the second core to the test, where full JIT only costs CPU.
-    env["JDK_JAVA_OPTIONS"] = "-XX:TieredStopAtLevel=1"
     return env
 
 

@@ -68,7 +68,7 @@ def table_history(layout: StorageLayout, table: str, limit: int = 20) -> list[Ta
     found: list[TableVersion] = []
     version = latest
     while version >= 0 and (limit <= 0 or len(found) < limit):
-        text = layout.fs.read_text(f"{layout.delta_log(table)}/{version:020d}.json")
+        text = layout.fs.read_text(layout.commit_file(table, version))
         if text is None:  # older commits were cleaned up with the log's retention
             break
         found.append(_version(version, [json.loads(line) for line in text.splitlines() if line], queries))

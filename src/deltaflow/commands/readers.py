@@ -88,7 +88,7 @@ def checkpoint_position(layout: StorageLayout, checkpoint: FlowCheckpoint, table
 
 def commit_time(layout: StorageLayout, table: str, version: int) -> datetime | None:
     """When ``version`` of ``table`` was committed (None: the log no longer holds it)."""
-    text = layout.fs.read_text(f"{layout.delta_log(table)}/{version:020d}.json")
+    text = layout.fs.read_text(layout.commit_file(table, version))
     for line in (text or "").splitlines():
         info = json.loads(line).get("commitInfo") if line else None
         if info and "timestamp" in info:

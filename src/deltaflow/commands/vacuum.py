@@ -83,13 +83,14 @@ def vacuum_table(resolver: Resolver, table: str, retain: timedelta | None = None
 
     """
     layout = resolver.context.layout
-    configured = open_table(layout, table).metadata().configuration.get("delta.deletedFileRetentionDuration")
+    delta = open_table(layout, table)
+    configured = delta.metadata().configuration.get("delta.deletedFileRetentionDuration")
     retention = retain if retain is not None else (
         parse_duration(configured) if configured else DEFAULT_RETENTION)
     for position in stream_positions(resolver, layout, table):
         age = position.age()
         dataset = resolver.graph.flows[position.flow].target
-        if age is None and position.version <= open_table(layout, table).version():
+        if age is None and position.version <= delta.version():
             raise ConfigError(f"flow '{position.flow}' reads '{table}' from version {position.version}, "
                               "which its log no longer holds",
                               hint=f"full-refresh it: deltaflow run --full-refresh {dataset}")

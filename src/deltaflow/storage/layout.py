@@ -117,6 +117,10 @@ class StorageLayout:
         """The Delta log of ``dataset``'s table (Delta's own layout: ``<version, 20 digits>.json``)."""
         return f"{self.table(dataset)}/_delta_log"
 
+    def commit_file(self, dataset: str, version: int) -> str:
+        """The Delta log entry of ``version`` of ``dataset``'s table (gone once the log retention passes)."""
+        return f"{self.delta_log(dataset)}/{version:020d}.json"
+
     def table(self, dataset: str) -> str:
         """The Delta table of ``dataset``."""
         return f"{self.tables}/{dataset}"
