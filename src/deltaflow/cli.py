@@ -7,6 +7,7 @@
     deltaflow status [--json]        each flow's state, last batch, rates and backlog, without Spark
     deltaflow changes TABLE [--from V] [--to V] [--json]    a table's Change Data Feed, without Spark
     deltaflow history TABLE [--limit N] [--json]    a table's versions and the flow batch behind each
+    deltaflow optimize [TABLE ...] [--zorder a,b] [--where SQL]    compact small files, while running
     deltaflow vacuum [TABLE ...] [--retain 7d] [--dry-run]    delete old files no flow still reads
     deltaflow quarantine TABLE [--json]    quarantined rows by reason, with samples, without Spark
     deltaflow quarantine replay TABLE [--where SQL]    re-feed them once the schema or rule is fixed
@@ -34,13 +35,13 @@ from types import FrameType
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.console import Console
 
+from deltaflow.cli_shared import JsonOption, SpecOption, err, load, out, say
+from deltaflow.cli_tables import TABLE_VERBS
 from deltaflow.dev.kafka_cli import PortOption, kafka_app
 from deltaflow.errors import DeltaflowError
 
 if TYPE_CHECKING:
-    from deltaflow.pipeline import Pipeline
     from deltaflow.spec import TriggerMode
 
 app = typer.Typer(
@@ -48,23 +49,14 @@ app = typer.Typer(
     no_args_is_help=True, pretty_exceptions_enable=False, add_completion=False,
 )
 app.add_typer(kafka_app, name="kafka")
-out = Console(highlight=False)
-err = Console(stderr=True, highlight=False)
-
-SpecOption = Annotated[Path | None, typer.Option("--spec", help="deltaflow.yml, or a folder holding one "
-                                                 "(default: the nearest one from the current folder up).")]
-JsonOption = Annotated[bool, typer.Option("--json", help="JSON instead of a table.")]
-
-
-def _say(text: str, console: Console = out) -> None:
-    console.print(text, markup=False, soft_wrap=True, highlight=False)
-
+for verb in TABLE_VERBS:
+    app.command()(verb)
 
 def _version(value: bool) -> None:
     if value:
         from deltaflow import __version__
 
-        _say(f"deltaflow {__version__}")
+        say(f"deltaflow {__version__}")
         raise typer.Exit()
 
 
@@ -78,12 +70,6 @@ def _options(
         os.environ["DELTAFLOW_LOG_LEVEL"] = "INFO"
 
 
-def _load(spec: Path | None) -> Pipeline:
-    from deltaflow.pipeline import Pipeline
-
-    return Pipeline.load(spec)
-
-
 @contextmanager
 def stop_on_signals() -> Iterator[threading.Event]:
     """An event set by the first Ctrl-C or SIGTERM; a second one interrupts at once."""
@@ -92,7 +78,7 @@ def stop_on_signals() -> Iterator[threading.Event]:
     def handler(signum: int, frame: FrameType | None) -> None:
         if stop.is_set():
             raise KeyboardInterrupt
-        _say(f"\n{signal.Signals(signum).name}: stopping after the current batch (again to stop now)...", err)
+        say(f"\n{signal.Signals(signum).name}: stopping after the current batch (again to stop now)...", err)
         stop.set()
 
     previous = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
@@ -108,7 +94,7 @@ def setup(force: Annotated[bool, typer.Option(help="Resolve again even if cached
     """Resolve the JVM jars from Maven Central into the local cache (nothing is downloaded at run time)."""
     from deltaflow.runtime.jars import resolve_jars
 
-    resolve_jars(force=force, log=lambda line: _say(line, err))
+    resolve_jars(force=force, log=lambda line: say(line, err))
 
 
 def _names(value: str | None) -> frozenset[str]:
@@ -143,30 +129,30 @@ def run(
     if len(modes) > 1:
         raise typer.BadParameter("choose one of --available-now, --continuous, --once")
     mode = modes[0] if modes else None
-    pipeline = _load(spec)
+    pipeline = load(spec)
     plan = RunPlan(refresh=_names(refresh) or None, full_refresh=_names(full_refresh),
                    full_refresh_all=full_refresh_all)
-    _say(f"deltaflow: pipeline '{pipeline.name}', {len(pipeline.graph.flows)} flow(s), "
+    say(f"deltaflow: pipeline '{pipeline.name}', {len(pipeline.graph.flows)} flow(s), "
          f"{pipeline.trigger(mode, interval).describe()}, storage {pipeline.layout.root}", err)
     printer = ProgressPrinter(console=err, quiet=quiet)
     with stop_on_signals() as stop:
         outcomes = pipeline.run(mode, interval, stop=stop, plan=plan, on_batch=printer,
-                                on_message=lambda m: _say(m, err))
+                                on_message=lambda m: say(m, err))
     for outcome in outcomes:
         totals = printer.totals.get(outcome.flow)
-        _say(f"{outcome.flow}: {outcome.state}, {totals.rows if totals else 0:,} rows this run", err)
+        say(f"{outcome.flow}: {outcome.state}, {totals.rows if totals else 0:,} rows this run", err)
 
 
 def _analyse(spec: Path | None, form: str) -> None:
     from deltaflow.render import FORMATS
 
-    resolver = _load(spec).dry_run()
+    resolver = load(spec).dry_run()
     for warning in resolver.warnings:
-        _say(f"warning: {warning}", err)
-    _say(FORMATS[form](resolver))
+        say(f"warning: {warning}", err)
+    say(FORMATS[form](resolver))
     if form == "text":
         stored = sum(1 for d in resolver.graph.datasets.values() if d.stored)
-        _say(f"\ndry-run: ok, {len(resolver.graph.datasets)} dataset(s) ({stored} stored), "
+        say(f"\ndry-run: ok, {len(resolver.graph.datasets)} dataset(s) ({stored} stored), "
              f"{len(resolver.graph.flows)} flow(s) analysed; nothing was written")
 
 
@@ -199,10 +185,10 @@ def status(spec: SpecOption = None, as_json: Annotated[bool, typer.Option(
     """Each flow's state, last batch, rows/s in vs processed and backlog, from the event log (no Spark)."""
     from deltaflow.views import status_table
 
-    flows = _load(spec).status()
+    flows = load(spec).status()
     if as_json:
         for flow in flows:
-            _say(json.dumps(flow.as_json()))
+            say(json.dumps(flow.as_json()))
         return
     out.print(status_table(flows))
 
@@ -231,87 +217,22 @@ def quarantine(
         if table != "replay":
             raise typer.BadParameter(f"unexpected argument '{replay_table}'",
                                      param_hint="deltaflow quarantine [replay] TABLE")
-        result = _load(spec).replay_quarantine(replay_table, where)
+        result = load(spec).replay_quarantine(replay_table, where)
         if as_json:
-            _say(json.dumps({"table": replay_table, "replayed": result.replayed, "passed": result.passed,
+            say(json.dumps({"table": replay_table, "replayed": result.replayed, "passed": result.passed,
                              "resumed": result.resumed}))
             return
         finished = "finished the interrupted replay: " if result.resumed else ""
-        _say(f"{replay_table}: {finished}{result.replayed:,} quarantined row(s) re-fed, {result.passed:,} "
+        say(f"{replay_table}: {finished}{result.replayed:,} quarantined row(s) re-fed, {result.passed:,} "
              f"passed into the table, {result.replayed - result.passed:,} quarantined again")
         return
-    report = _load(spec).quarantine(table, sample)
+    report = load(spec).quarantine(table, sample)
     if as_json:
-        _say(json_line({"table": report.table, "rows": report.rows, "reasons": report.reasons,
+        say(json_line({"table": report.table, "rows": report.rows, "reasons": report.reasons,
                         "samples": report.samples}))
         return
     for view in quarantine_tables(report):
         out.print(view)
-
-
-@app.command()
-def changes(
-    table: Annotated[str, typer.Argument(help="A table of the pipeline.")],
-    start: Annotated[int, typer.Option("--from", help="First version to show.")] = 0,
-    end: Annotated[int | None, typer.Option("--to", help="Last version to show (default: latest).")] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="One JSON object per line.")] = False,
-    limit: Annotated[int, typer.Option(help="At most this many rows in the table view (0: all).")] = 50,
-    spec: SpecOption = None,
-) -> None:
-    """Show a table's Change Data Feed: every inserted, updated and deleted row between two versions."""
-    from deltaflow.commands.changes import json_line
-    from deltaflow.views import changes_table
-
-    rows = _load(spec).changes(table, start, end)
-    if as_json:
-        for row in rows:
-            _say(json_line(row))
-        return
-    if not rows:
-        _say(f"{table}: no changes from version {start} to {'the latest' if end is None else end}")
-        return
-    out.print(changes_table(table, rows, limit))
-    if 0 < limit < len(rows):
-        _say(f"... {len(rows) - limit:,} more (--limit 0 shows all, --json for JSON lines)")
-
-
-@app.command()
-def history(
-    table: Annotated[str, typer.Argument(help="A table of the pipeline.")],
-    limit: Annotated[int, typer.Option(help="The newest this many versions (0: all the log holds).")] = 20,
-    as_json: Annotated[bool, typer.Option("--json", help="One JSON object per version.")] = False,
-    spec: SpecOption = None,
-) -> None:
-    """Show a table's versions, newest first: what each changed, and the flow and batch that wrote it."""
-    from deltaflow.views import history_table
-
-    versions = _load(spec).history(table, limit)
-    if as_json:
-        for version in versions:
-            _say(json.dumps(version.as_json()))
-        return
-    out.print(history_table(table, versions))
-
-
-@app.command()
-def vacuum(
-    tables: Annotated[list[str] | None, typer.Argument(help="Tables to vacuum (default: all).")] = None,
-    retain: Annotated[str | None, typer.Option(help="Keep files removed this recently, e.g. 7d, 36h "
-                                               "(default: each table's delta.deletedFileRetentionDuration).")]
-    = None,
-    dry_run: Annotated[bool, typer.Option("--dry-run", help="Count what would go; delete nothing.")] = False,
-    stopped: Annotated[bool, typer.Option("--stopped", help="No run is writing these tables now (allows "
-                                          "--retain under an hour).")] = False,
-    spec: SpecOption = None,
-) -> None:
-    """Delete files the tables no longer need, never one a flow streaming them (even stopped) still reads."""
-    from deltaflow.commands.vacuum import human, parse_duration
-
-    pipeline = _load(spec)
-    keep = parse_duration(retain) if retain is not None else None
-    for result in pipeline.vacuum(tables or None, keep, dry_run=dry_run, stopped=stopped):
-        verb = "would delete" if result.dry_run else "deleted"
-        _say(f"{result.table}: {verb} {result.files:,} file(s) removed over {human(result.retention)} ago")
 
 
 @app.command()
@@ -345,14 +266,14 @@ def invoke(args: Sequence[str] | None = None) -> int:
         app(args=list(args) if args is not None else None, prog_name="deltaflow")
     except SystemExit as exc:  # typer ends every command this way; usage errors with 2
         if isinstance(exc.code, str):
-            _say(exc.code, err)
+            say(exc.code, err)
             return 1
         return exc.code or 0
     except DeltaflowError as exc:
-        _say(f"error: {exc}", err)
+        say(f"error: {exc}", err)
         return 1
     except KeyboardInterrupt:
-        _say("interrupted", err)
+        say("interrupted", err)
         return 130
     return 0
 

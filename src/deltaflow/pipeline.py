@@ -2,7 +2,8 @@
 
 A :class:`Pipeline` is a spec (``deltaflow.yml``), its storage layout and, once something needs Spark, its
 SparkSession. Every CLI verb, the demo, the tests and the benchmarks assemble a pipeline here and nowhere
-else: load, analyse (dry-run), run, replay, and the read verbs (status, changes, quarantine).
+else: load, analyse (dry-run), run, replay, the table upkeep (optimize, vacuum) and the read verbs (status,
+changes, history, quarantine).
 
 Example:
     >>> pipeline = Pipeline.load("examples/orders")  # doctest: +SKIP
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from deltaflow.commands.history import TableVersion
+    from deltaflow.commands.optimize import OptimizeResult
     from deltaflow.commands.quarantine import QuarantineReport
     from deltaflow.commands.replay import ReplayResult
     from deltaflow.commands.status import FlowStatus
@@ -208,8 +210,23 @@ class Pipeline:
         from deltaflow.commands.vacuum import vacuum_table
 
         resolver = self.resolve()
-        names = tables or [n for n, d in self.graph.datasets.items() if d.runs]
-        return [vacuum_table(resolver, name, retain, dry_run, stopped) for name in names]
+        return [vacuum_table(resolver, name, retain, dry_run, stopped) for name in tables or self.tables()]
+
+    def optimize(self, tables: list[str] | None = None, zorder: list[str] | None = None,
+                 where: str | None = None) -> list[OptimizeResult]:
+        """Compact ``tables`` (default: all), Z-ordered by ``zorder`` (default: the spec's ``maintenance``).
+
+        Safe while the pipeline runs: see :mod:`deltaflow.commands.optimize`.
+        """
+        from deltaflow.commands.optimize import optimize_table
+
+        context, orders = self.context(), self.spec.maintenance.zorder
+        return [optimize_table(context, name, orders.get(name, ()) if zorder is None else zorder, where)
+                for name in tables or self.tables()]
+
+    def tables(self) -> list[str]:
+        """The names of the pipeline's stored datasets (its tables and materialized views)."""
+        return [n for n, d in self.graph.datasets.items() if d.runs]
 
     # -- reading (no JVM) ---------------------------------------------------------------------------------
 

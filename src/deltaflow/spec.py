@@ -17,6 +17,10 @@ Example ``deltaflow.yml``::
       mode: continuous
       interval: 5 seconds
       flows: {gold_daily_sales: {interval: 5 minutes}}   # per-flow override
+    maintenance:                        # carried out by every run, beside the flows
+      optimize_every: 100               # compact a table after this many batches written to it
+      zorder: {silver_clicks: [user_id]}
+      vacuum_every: 1 day               # stream-aware VACUUM of every table, keeping its own retention
 
 Example:
     >>> from pathlib import Path
@@ -92,6 +96,36 @@ class TriggerSpec(_Strict):
     _interval_is_duration = field_validator("interval")(_check_interval)
 
 
+def _check_duration(value: str | None) -> str | None:
+    if value is not None:
+        from deltaflow.durations import parse_duration
+
+        try:
+            parse_duration(value)
+        except ConfigError as exc:
+            raise ValueError(exc.message) from None
+    return value
+
+
+class MaintenanceSpec(_Strict):
+    """The table upkeep a run carries out itself, beside its flows (all off by default).
+
+    ``optimize_every`` compacts a table once this many micro-batches have been written to it;
+    ``optimize_interval`` compacts, that often, every table written since its last compaction. ``zorder``
+    names the columns each table's compactions (and ``deltaflow optimize``) cluster by. ``vacuum_every``
+    runs the stream-aware VACUUM of every table that often, keeping each table's own
+    ``delta.deletedFileRetentionDuration``. Delta's own auto-compaction after each write is a table
+    property: ``table_properties: {delta.autoOptimize.autoCompact: "true"}``.
+    """
+
+    optimize_every: int = Field(default=0, ge=0)
+    optimize_interval: str | None = None
+    zorder: dict[str, list[str]] = Field(default_factory=dict)
+    vacuum_every: str | None = None
+
+    _durations = field_validator("optimize_interval", "vacuum_every")(_check_duration)
+
+
 class Spec(_Strict):
     """A validated ``deltaflow.yml``. Build it with :func:`load_spec`."""
 
@@ -102,6 +136,7 @@ class Spec(_Strict):
     table_properties: dict[str, str] = Field(default_factory=dict)
     kafka: KafkaSpec = Field(default_factory=KafkaSpec)
     trigger: TriggerSpec = Field(default_factory=TriggerSpec)
+    maintenance: MaintenanceSpec = Field(default_factory=MaintenanceSpec)
 
     _path: Path | None = PrivateAttr(default=None)
     _secrets: frozenset[str] = PrivateAttr(default=frozenset())

@@ -94,3 +94,15 @@ def test_cli_reports_misspelt_key_in_one_line_and_exits_nonzero(tmp_path: Path, 
     assert len(lines) == 1, proc.stderr
     assert "unknown key 'triger'" in lines[0] and "deltaflow.yml" in lines[0]
     assert "did you mean 'trigger'" in lines[0]
+
+
+def test_maintenance_block_is_off_by_default_and_checks_its_durations_and_keys() -> None:
+    assert not parse_spec("name: p\nstorage: s\n", P, env={}).maintenance.optimize_every
+    spec = parse_spec("name: p\nstorage: s\nmaintenance:\n  optimize_every: 50\n  vacuum_every: 1 day\n"
+                      "  zorder: {silver: [sensor_id]}\n", P, env={})
+    assert (spec.maintenance.optimize_every, spec.maintenance.zorder) == (50, {"silver": ["sensor_id"]})
+    assert "maintenance.vacuum_every: 'daily' is not a duration" in error_of(
+        "name: p\nstorage: s\nmaintenance:\n  vacuum_every: daily\n")
+    block = "name: p\nstorage: s\nmaintenance:\n  "
+    assert "maintenance.optimize_every" in error_of(block + "optimize_every: -1\n")
+    assert "did you mean 'optimize_every'" in error_of(block + "optimise_every: 5\n")

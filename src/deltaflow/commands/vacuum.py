@@ -19,13 +19,13 @@ Example:
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from deltaflow.commands.readers import stream_positions
 from deltaflow.commands.tables import open_table
+from deltaflow.durations import human, parse_duration
 from deltaflow.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -33,8 +33,6 @@ if TYPE_CHECKING:
 
 MIN_RETENTION = timedelta(hours=1)
 DEFAULT_RETENTION = timedelta(days=7)  # Delta's default delta.deletedFileRetentionDuration
-_UNITS = {"s": 1, "sec": 1, "second": 1, "m": 60, "min": 60, "minute": 60, "h": 3_600, "hour": 3_600,
-          "d": 86_400, "day": 86_400, "w": 604_800, "week": 604_800}
 
 
 @dataclass(frozen=True)
@@ -45,32 +43,6 @@ class VacuumResult:
     retention: timedelta
     files: int
     dry_run: bool
-
-
-def parse_duration(text: str) -> timedelta:
-    """``7d``, ``36h``, ``90 minutes``, or Delta's ``interval 7 days``.
-
-    Example:
-        >>> parse_duration("interval 36 hours")
-        datetime.timedelta(days=1, seconds=43200)
-
-    Raises:
-        ConfigError: Not a duration.
-
-    """
-    match = re.fullmatch(r"(?:interval\s+)?(\d+(?:\.\d+)?)\s*([a-z]+?)s?", text.strip().lower())
-    if match is None or match.group(2) not in _UNITS:
-        raise ConfigError(f"'{text}' is not a duration", hint="e.g. 7d, 36h, 90m, 0s")
-    return timedelta(seconds=float(match.group(1)) * _UNITS[match.group(2)])
-
-
-def human(duration: timedelta) -> str:
-    """``duration`` in its largest whole unit, rounded up (``3h``, ``2d``, ``45s``)."""
-    seconds = duration.total_seconds()
-    for unit, size in (("d", 86_400), ("h", 3_600), ("m", 60)):
-        if seconds >= size:
-            return f"{-(-seconds // size):.0f}{unit}"
-    return f"{-(-seconds // 1):.0f}s"
 
 
 def vacuum_table(resolver: Resolver, table: str, retain: timedelta | None = None, dry_run: bool = False,

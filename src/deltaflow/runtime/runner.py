@@ -28,6 +28,7 @@ from deltaflow.errors import ConfigError, FlowError, first_line
 from deltaflow.graph import suggest
 from deltaflow.resolve.resolver import Resolver
 from deltaflow.runtime.event_log import EventLog, end_event, event_log_listener
+from deltaflow.runtime.maintenance import Maintainer
 from deltaflow.runtime.refresh import FullRefresh
 from deltaflow.runtime.triggers import Trigger
 from deltaflow.sinks.tables import ensure_table, replace_rows
@@ -133,6 +134,7 @@ class PipelineRun:
         self.on_message = on_message or (lambda message: None)
         self.resolver = Resolver(graph, context)
         self.writers = FlowWriters(self.resolver)
+        self.maintainer = Maintainer(self.resolver, self.on_message)
         self.queries: dict[str, StreamingQuery] = {}
         self.pending: list[str] = []
         self.finished: dict[str, FlowOutcome] = {}
@@ -272,14 +274,15 @@ class PipelineRun:
             except queue.Empty:
                 return
             flow = self._flow_of_query.get(str(progress["id"]))
-            if flow is None or not progress.get("numInputRows") or self.on_batch is None:
+            if flow is None or not progress.get("numInputRows"):
                 continue  # a full refresh's query, or a trigger that found nothing new
-            self.on_batch(BatchProgress(
-                flow=flow, batch_id=int(progress["batchId"]), input_rows=int(progress["numInputRows"]),
-                input_rows_per_second=float(progress.get("inputRowsPerSecond") or 0.0),
-                processed_rows_per_second=float(progress.get("processedRowsPerSecond") or 0.0),
-                duration_ms=int((progress.get("durationMs") or {}).get("triggerExecution", 0)),
-            ))
+            self.maintainer.written(self.graph.flows[flow].target)
+            if self.on_batch is not None:
+                self.on_batch(BatchProgress(
+                    flow=flow, batch_id=int(progress["batchId"]), input_rows=int(progress["numInputRows"]),
+                    input_rows_per_second=float(progress.get("inputRowsPerSecond") or 0.0),
+                    processed_rows_per_second=float(progress.get("processedRowsPerSecond") or 0.0),
+                    duration_ms=int((progress.get("durationMs") or {}).get("triggerExecution", 0))))
 
     def wait(self, stop: threading.Event, grace_seconds: float = 120.0) -> list[FlowOutcome]:
         """Watch the flows until all have ended or ``stop`` is set, then stop them between batches."""
@@ -287,11 +290,13 @@ class PipelineRun:
             self.poll_progress()
             self._restart_after_schema_changes(stop)
             self._start_ready(stop)
+            self.maintainer.tick()
             if not (self.pending or any(q.isActive for n, q in self.queries.items() if n not in self._ended)):
                 break
             if stop.wait(POLL_SECONDS):
                 self.stop(grace_seconds)
                 break
+        self.maintainer.close(cancel=stop.is_set())
         outcomes = self.outcomes(stopped=stop.is_set())
         self._close_event_log(outcomes)
         self.poll_progress()  # the last batches, which the event log has waited for
@@ -375,6 +380,7 @@ class PipelineRun:
     def abort(self) -> None:
         """Stop whatever started, after a failure to start the run."""
         self.stop()
+        self.maintainer.close(cancel=True)
         self._close_event_log([])
 
     def finish(self, stop: threading.Event) -> list[FlowOutcome]:

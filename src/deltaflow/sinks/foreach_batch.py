@@ -3,7 +3,8 @@
 Used for ``@dp.foreach_batch_sink`` functions, auto CDC flows and quarantine splits alike: before the
 function runs, the batch's session gets the flow's ``txnAppId`` / ``txnVersion`` (see
 :mod:`deltaflow.sinks.idempotent`), so a batch replayed after a crash commits nothing a second time,
-whichever tables it writes.
+whichever tables it writes. A batch whose commit loses to a concurrent one (a compaction running beside
+the pipeline) is run again on the new snapshot (:mod:`deltaflow.sinks.conflicts`).
 
 Example:
     >>> query = start_foreach_batch(  # doctest: +SKIP
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from deltaflow.sinks.conflicts import retry_conflicts
 from deltaflow.sinks.idempotent import flow_app_id, idempotent_writes
 
 if TYPE_CHECKING:
@@ -38,7 +40,7 @@ def start_foreach_batch(
         if not app_id:
             app_id.append(flow_app_id(layout, checkpoint))
         with idempotent_writes(batch.sparkSession, app_id[0], batch_id):
-            handler(batch, batch_id)
+            retry_conflicts(lambda: handler(batch, batch_id), f"flow '{name}' batch {batch_id}")
 
     writer = (df.writeStream.queryName(name).foreachBatch(on_batch)
               .option("checkpointLocation", checkpoint.path))

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from deltaflow.errors import SinkError
+from deltaflow.sinks.conflicts import retry_conflicts
 from deltaflow.sinks.idempotent import flow_app_id, idempotent_writes
 
 if TYPE_CHECKING:
@@ -130,11 +131,12 @@ class MaterializedView:
         else:
             writer = writer.option("overwriteSchema", "true")
         try:
+            what = f"materialized view '{self.name}'"
             if batch_id is None:
-                writer.save(self.path)
+                retry_conflicts(lambda: writer.save(self.path), what)
             else:
                 with idempotent_writes(df.sparkSession, self.app_id(), batch_id):
-                    writer.save(self.path)
+                    retry_conflicts(lambda: writer.save(self.path), what)
         except Exception as exc:
             refresh = self.dataset.refresh
             if refresh is not None and replace_where and "does not conform" in str(exc).lower():

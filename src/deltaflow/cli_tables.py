@@ -1,0 +1,97 @@
+"""The table verbs of ``deltaflow``: read a table's changes and history, compact it, vacuum it.
+
+Each is a thin function over :class:`deltaflow.pipeline.Pipeline`; ``deltaflow.cli`` registers them.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Annotated
+
+import typer
+
+from deltaflow.cli_shared import SpecOption, load, out, say
+
+
+def changes(
+    table: Annotated[str, typer.Argument(help="A table of the pipeline.")],
+    start: Annotated[int, typer.Option("--from", help="First version to show.")] = 0,
+    end: Annotated[int | None, typer.Option("--to", help="Last version to show (default: latest).")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON object per line.")] = False,
+    limit: Annotated[int, typer.Option(help="At most this many rows in the table view (0: all).")] = 50,
+    spec: SpecOption = None,
+) -> None:
+    """Show a table's Change Data Feed: every inserted, updated and deleted row between two versions."""
+    from deltaflow.commands.changes import json_line
+    from deltaflow.views import changes_table
+
+    rows = load(spec).changes(table, start, end)
+    if as_json:
+        for row in rows:
+            say(json_line(row))
+        return
+    if not rows:
+        say(f"{table}: no changes from version {start} to {'the latest' if end is None else end}")
+        return
+    out.print(changes_table(table, rows, limit))
+    if 0 < limit < len(rows):
+        say(f"... {len(rows) - limit:,} more (--limit 0 shows all, --json for JSON lines)")
+
+
+def history(
+    table: Annotated[str, typer.Argument(help="A table of the pipeline.")],
+    limit: Annotated[int, typer.Option(help="The newest this many versions (0: all the log holds).")] = 20,
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON object per version.")] = False,
+    spec: SpecOption = None,
+) -> None:
+    """Show a table's versions, newest first: what each changed, and the flow and batch that wrote it."""
+    from deltaflow.views import history_table
+
+    versions = load(spec).history(table, limit)
+    if as_json:
+        for version in versions:
+            say(json.dumps(version.as_json()))
+        return
+    out.print(history_table(table, versions))
+
+
+def vacuum(
+    tables: Annotated[list[str] | None, typer.Argument(help="Tables to vacuum (default: all).")] = None,
+    retain: Annotated[str | None, typer.Option(help="Keep files removed this recently, e.g. 7d, 36h "
+                                               "(default: each table's delta.deletedFileRetentionDuration).")]
+    = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Count what would go; delete nothing.")] = False,
+    stopped: Annotated[bool, typer.Option("--stopped", help="No run is writing these tables now (allows "
+                                          "--retain under an hour).")] = False,
+    spec: SpecOption = None,
+) -> None:
+    """Delete files the tables no longer need, never one a flow streaming them (even stopped) still reads."""
+    from deltaflow.durations import human, parse_duration
+
+    pipeline = load(spec)
+    keep = parse_duration(retain) if retain is not None else None
+    for result in pipeline.vacuum(tables or None, keep, dry_run=dry_run, stopped=stopped):
+        verb = "would delete" if result.dry_run else "deleted"
+        say(f"{result.table}: {verb} {result.files:,} file(s) removed over {human(result.retention)} ago")
+
+
+def optimize(
+    tables: Annotated[list[str] | None, typer.Argument(help="Tables to compact (default: all).")] = None,
+    zorder: Annotated[str | None, typer.Option(help="Cluster the files by these columns, e.g. sensor_id,ts "
+                                               "(default: the spec's maintenance.zorder).")] = None,
+    where: Annotated[str | None, typer.Option(help="Only the partitions matching this SQL predicate.")]
+    = None,
+    spec: SpecOption = None,
+) -> None:
+    """Compact small files into large ones, safe while the pipeline runs (readers never see new rows)."""
+    columns = [c.strip() for c in zorder.split(",") if c.strip()] if zorder is not None else None
+    for result in load(spec).optimize(tables or None, zorder=columns, where=where):
+        if not result.files_removed:
+            say(f"{result.table}: nothing to compact")
+            continue
+        order = f", Z-ordered by {', '.join(result.zorder)}" if result.zorder else ""
+        say(f"{result.table}: compacted {result.files_removed:,} files into {result.files_added:,}{order}")
+
+
+TABLE_VERBS: list[Callable[..., None]] = [changes, history, optimize, vacuum]

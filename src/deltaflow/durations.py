@@ -1,0 +1,45 @@
+"""Durations as people write them (``7d``, ``36h``, ``90 minutes``) and as Delta writes them.
+
+Example:
+    >>> parse_duration("36h")
+    datetime.timedelta(days=1, seconds=43200)
+    >>> human(timedelta(hours=49))
+    '3d'
+
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+
+from deltaflow.errors import ConfigError
+
+_UNITS = {"s": 1, "sec": 1, "second": 1, "m": 60, "min": 60, "minute": 60, "h": 3_600, "hour": 3_600,
+          "d": 86_400, "day": 86_400, "w": 604_800, "week": 604_800}
+
+
+def parse_duration(text: str) -> timedelta:
+    """``7d``, ``36h``, ``90 minutes``, or Delta's ``interval 7 days``.
+
+    Example:
+        >>> parse_duration("interval 36 hours")
+        datetime.timedelta(days=1, seconds=43200)
+
+    Raises:
+        ConfigError: Not a duration.
+
+    """
+    match = re.fullmatch(r"(?:interval\s+)?(\d+(?:\.\d+)?)\s*([a-z]+?)s?", text.strip().lower())
+    if match is None or match.group(2) not in _UNITS:
+        raise ConfigError(f"'{text}' is not a duration", hint="e.g. 7d, 36h, 90m, 0s")
+    return timedelta(seconds=float(match.group(1)) * _UNITS[match.group(2)])
+
+
+def human(duration: timedelta) -> str:
+    """``duration`` in its largest whole unit, rounded up (``3h``, ``2d``, ``45s``)."""
+    seconds = duration.total_seconds()
+    for unit, size in (("d", 86_400), ("h", 3_600), ("m", 60)):
+        if seconds >= size:
+            return f"{-(-seconds // size):.0f}{unit}"
+    return f"{-(-seconds // 1):.0f}s"
