@@ -36,10 +36,14 @@ def parse_duration(text: str) -> timedelta:
     return timedelta(seconds=float(match.group(1)) * _UNITS[match.group(2)])
 
 
-def human(duration: timedelta) -> str:
-    """``duration`` in its largest whole unit, rounded up (``3h``, ``2d``, ``45s``)."""
+def human(duration: timedelta, up: bool = True) -> str:
+    """``duration`` in its largest whole unit (``3h``, ``2d``, ``45s``), rounded ``up`` or down.
+
+    Up for what must be kept ("keep at least 3d"), down for an age or a time left ("6d old").
+    """
     seconds = duration.total_seconds()
-    for unit, size in (("d", 86_400), ("h", 3_600), ("m", 60)):
-        if seconds >= size:
-            return f"{-(-seconds // size):.0f}{unit}"
-    return f"{-(-seconds // 1):.0f}s"
+    for unit, size in (("d", 86_400), ("h", 3_600), ("m", 60), ("s", 1)):
+        if seconds >= size or unit == "s":
+            whole = -(-seconds // size) if up else seconds // size
+            return f"{whole:.0f}{unit}"
+    raise AssertionError("unreachable")

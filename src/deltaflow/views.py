@@ -49,7 +49,7 @@ def status_table(flows: list[FlowStatus]) -> Table:
         quality = ", ".join(f"{n:,} {what}" for n, what in ((flow.quarantined_rows, "quarantined"),
                                                               (flow.dropped_rows, "dropped")) if n)
         behind = "falling behind: input outruns processing" if flow.falling_behind else ""
-        note = "; ".join(p for p in (behind, quality, flow.error or "") if p)
+        note = "; ".join(p for p in (behind, quality, flow.error or "", *flow.warnings) if p)
         batch = "-" if flow.last_batch is None else f"{flow.last_batch} ({age(flow.age_seconds)})"
         view.add_row(flow.flow, flow.state, batch, *rates,
                      _backlog(flow.delta_versions_behind, flow.kafka_offsets_behind), note)

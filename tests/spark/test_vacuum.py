@@ -11,7 +11,8 @@ import pytest
 from deltalake import DeltaTable
 
 from deltaflow.commands.readers import stream_positions
-from deltaflow.commands.vacuum import vacuum_table
+from deltaflow.commands.status import pipeline_status
+from deltaflow.commands.vacuum import LISTING, vacuum_table
 from deltaflow.errors import ConfigError, FlowError
 from deltaflow.runtime.runner import RunPlan
 from helpers import cli
@@ -51,7 +52,7 @@ def test_vacuum_keeps_what_a_stopped_flow_needs_and_takes_it_once_read(spark, ma
     files = parquet_files(project.table("bronze"))
     # Where silver stands, from its checkpoint: version 2, the first bronze batch it has not read
     # (version 0 created the table, 1 is the batch it read).
-    [position] = stream_positions(pipeline.resolve(), project.layout, "bronze")
+    [position] = stream_positions(project.layout, "bronze")
     written = {h["version"]: h["timestamp"] for h in DeltaTable(project.table("bronze")).history()}
     assert (position.flow, position.version) == ("silver", 2)
     assert position.committed_at == datetime.fromtimestamp(written[2] / 1000, UTC)
@@ -62,6 +63,17 @@ def test_vacuum_keeps_what_a_stopped_flow_needs_and_takes_it_once_read(spark, ma
     with pytest.raises(ConfigError, match="files of a batch being written now could go"):
         vacuum_table(pipeline.resolve(), "silver", timedelta(0))  # under an hour, and a run may be writing
     assert parquet_files(project.table("bronze")) == files  # nothing deleted
+
+    # status tells, before it matters, how long silver may stay stopped.
+    def warnings(days: int) -> dict[str, tuple[str, ...]]:
+        later = datetime.now(UTC) + timedelta(days=days)
+        return {f.flow: f.warnings for f in pipeline_status(pipeline.spec, project.layout, now=later)}
+
+    assert warnings(0) == {"bronze": (), "silver": ()}
+    [held] = warnings(6)["silver"]
+    assert held.startswith("reads 'bronze' from version 2, 6d old: past 7d") and "holds back" in held, held
+    [log] = warnings(25)["silver"]
+    assert "log keeps 30d; run it within 4d or it will need deltaflow run --full-refresh silver" in log, log
 
     pipeline.run("available_now")  # silver reads the files it needed: each row once
     silver = DeltaTable(project.table("silver")).to_pyarrow_table().column("id").to_pylist()
@@ -78,10 +90,14 @@ def test_vacuum_keeps_what_a_stopped_flow_needs_and_takes_it_once_read(spark, ma
 def test_without_the_guard_the_stopped_flow_fails_on_missing_files(spark, make_project) -> None:  # type: ignore[no-untyped-def]
     project = make_project(PIPELINE)
     pipeline = stopped_reader_behind_a_compaction(spark, project)
-    spark.conf.set("spark.databricks.delta.retentionDurationCheck.enabled", "false")
+    unguarded = {"spark.databricks.delta.retentionDurationCheck.enabled": "false",
+                 LISTING: "8"}  # (a few listing tasks, not 10,000: quicker, and no safer)
+    for key, value in unguarded.items():
+        spark.conf.set(key, value)
     try:
         spark.sql(f"VACUUM delta.`{project.table('bronze')}` RETAIN 0 HOURS")  # what a hand-written job does
     finally:
-        spark.conf.unset("spark.databricks.delta.retentionDurationCheck.enabled")
+        for key in unguarded:
+            spark.conf.unset(key)
     with pytest.raises(FlowError, match="silver"):
         pipeline.run("available_now")

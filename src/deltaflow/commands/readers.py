@@ -6,10 +6,11 @@ reads. It then needs every file that table version added or still held, and the 
 version after it. Cleanup that keeps whatever was removed since that version was committed can never
 take a file such a flow still reads; that is the rule ``vacuum`` enforces and ``status`` warns about.
 
-Read without Spark: the checkpoint's offset log and the table's Delta log.
+Read without Spark: every flow's checkpoint offset log (a Delta source there names the table it reads by
+its id) and the table's Delta log.
 
 Example:
-    >>> [(p.flow, p.version) for p in stream_positions(resolved, layout, "bronze")]  # doctest: +SKIP
+    >>> [(p.flow, p.version) for p in stream_positions(layout, "bronze")]  # doctest: +SKIP
     [('silver', 12)]
 
 """
@@ -17,6 +18,7 @@ Example:
 from __future__ import annotations
 
 import json
+from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
@@ -24,7 +26,6 @@ from typing import TYPE_CHECKING
 from deltaflow.commands.tables import open_table
 
 if TYPE_CHECKING:
-    from deltaflow.resolve.resolved import ResolvedGraph
     from deltaflow.storage import FlowCheckpoint, StorageLayout
 
 
@@ -37,6 +38,7 @@ class StreamPosition:
     """
 
     flow: str
+    dataset: str  # the flow's target
     table: str
     version: int
     committed_at: datetime | None
@@ -48,20 +50,27 @@ class StreamPosition:
         return (now or datetime.now(UTC)) - self.committed_at
 
 
-def stream_positions(resolved: ResolvedGraph, layout: StorageLayout, table: str) -> list[StreamPosition]:
+def stream_positions(layout: StorageLayout, table: str,
+                     flows: Collection[str] | None = None) -> list[StreamPosition]:
     """Where every flow that streams ``table`` (its rows or its change feed) stands, oldest version first.
 
+    Args:
+        layout: The pipeline's storage.
+        table: The table read.
+        flows: Only these flows (default: every flow with a checkpoint on storage).
+
     Flows that never committed nor started a batch are left out: they will start from the newest version.
+
     """
     table_id = str(open_table(layout, table).metadata().id)
     positions = []
-    for name in resolved.flows:
-        if resolved.flow_stored_inputs(name).get(table) != "stream":
+    for checkpoint in layout.current_checkpoints():
+        if flows is not None and checkpoint.flow not in flows:
             continue
-        dataset = resolved.graph.flows[name].target
-        version = checkpoint_position(layout, layout.checkpoint(dataset, name), table_id)
+        version = checkpoint_position(layout, checkpoint, table_id)
         if version is not None:
-            positions.append(StreamPosition(name, table, version, commit_time(layout, table, version)))
+            positions.append(StreamPosition(checkpoint.flow, checkpoint.dataset, table, version,
+                                            commit_time(layout, table, version)))
     return sorted(positions, key=lambda p: p.version)
 
 

@@ -13,11 +13,12 @@ Example:
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
 from statistics import fmean
 from typing import TYPE_CHECKING, Any
 
+from deltaflow.commands.horizons import retention_warnings
 from deltaflow.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -53,6 +54,7 @@ class FlowStatus:
     dropped_rows: int  # by expect_or_drop rules, over every logged batch
     quarantined_rows: int  # by expect_or_quarantine rules and dp.parse_json, over every logged batch
     error: str | None
+    warnings: tuple[str, ...] = ()  # a stopped flow nearing the horizon of a table it reads
 
     def as_json(self) -> dict[str, Any]:
         """A JSON-ready dict (times in ISO 8601)."""
@@ -63,6 +65,9 @@ class FlowStatus:
 
 def pipeline_status(spec: Spec, layout: StorageLayout, now: datetime | None = None) -> list[FlowStatus]:
     """The status of every flow that has logged an event, in name order.
+
+    A flow that is not running is also checked against the retention of the tables it streams
+    (:mod:`deltaflow.commands.horizons`).
 
     Raises:
         ConfigError: The pipeline has not run yet (no event log).
@@ -84,7 +89,10 @@ def pipeline_status(spec: Spec, layout: StorageLayout, now: datetime | None = No
     for row in sorted(rows, key=lambda r: r["end_time"]):
         by_flow.setdefault(row["flow"], []).append(row)
     moment = now or datetime.now(UTC)
-    return [_flow_status(flow, events, moment) for flow, events in sorted(by_flow.items())]
+    flows = [_flow_status(flow, events, moment) for flow, events in sorted(by_flow.items())]
+    stopped = [f.flow for f in flows if f.state != "running"]
+    warnings = retention_warnings(layout, stopped, moment) if stopped else {}
+    return [replace(f, warnings=tuple(warnings.get(f.flow, ()))) for f in flows]
 
 
 def _flow_status(flow: str, events: list[dict[str, Any]], now: datetime) -> FlowStatus:

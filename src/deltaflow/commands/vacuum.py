@@ -33,6 +33,7 @@ if TYPE_CHECKING:
 
 MIN_RETENTION = timedelta(hours=1)
 DEFAULT_RETENTION = timedelta(days=7)  # Delta's default delta.deletedFileRetentionDuration
+LISTING = "spark.sql.sources.parallelPartitionDiscovery.parallelism"
 
 
 @dataclass(frozen=True)
@@ -59,9 +60,8 @@ def vacuum_table(resolver: Resolver, table: str, retain: timedelta | None = None
     configured = delta.metadata().configuration.get("delta.deletedFileRetentionDuration")
     retention = retain if retain is not None else (
         parse_duration(configured) if configured else DEFAULT_RETENTION)
-    for position in stream_positions(resolver, layout, table):
-        age = position.age()
-        dataset = resolver.graph.flows[position.flow].target
+    for position in stream_positions(layout, table, resolver.graph.flows):
+        age, dataset = position.age(), position.dataset
         if age is None and position.version <= delta.version():
             raise ConfigError(f"flow '{position.flow}' reads '{table}' from version {position.version}, "
                               "which its log no longer holds",
@@ -85,6 +85,10 @@ def _vacuum(resolver: Resolver, table: str, retention: timedelta, dry_run: bool)
     # Delta 4.1+ ignores RETAIN unless this is off; its own blanket check gives way to the one above.
     settings = {"spark.databricks.delta.vacuum.retentionWindowIgnore.enabled": "false",
                 "spark.databricks.delta.retentionDurationCheck.enabled": "false"}
+    if LISTING not in resolver.context.spec.spark_conf:
+        # Delta lists the table's folders in this many tasks, 10,000 by default: 100 s of scheduling for a
+        # small table on two cores. A few tasks per core list as fast.
+        settings[LISTING] = str(4 * spark.sparkContext.defaultParallelism)
     before = {key: spark.conf.get(key, None) for key in settings}
     for key, value in settings.items():
         spark.conf.set(key, value)

@@ -176,6 +176,12 @@ class StorageLayout:
         return [self.checkpoint(dataset, flow, int(generation)) for flow in self.fs.list(root)
                 for generation in self.fs.list(f"{root}/{flow}") if generation.isdigit()]
 
+    def current_checkpoints(self) -> list[FlowCheckpoint]:
+        """The current generation of every flow's checkpoint on storage, of every dataset."""
+        root = f"{self.root}/_checkpoints"
+        return [self.checkpoint(dataset, flow) for dataset in self.fs.list(root)
+                for flow in self.fs.list(f"{root}/{dataset}")]
+
     def start_generation(self, dataset: str, flow: str, generation: int) -> FlowCheckpoint:
         """Make ``generation`` the flow's current one: an empty checkpoint, so the flow starts over."""
         checkpoint = self.checkpoint(dataset, flow, generation)
