@@ -38,6 +38,7 @@ bench: setup
 	$(BIN)/python benchmarks/freshness.py
 	$(BIN)/python benchmarks/cdc_merge.py
 	$(BIN)/python benchmarks/quality.py
+	$(BIN)/python benchmarks/compaction.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache deltaflow_demo
