@@ -216,10 +216,15 @@ class Resolver(ResolvedGraph):
         kind, changes = self.kinds[name], reads.reads_changes(options)
         if kind == "sink":
             raise GraphError(f"{what} reads sink '{name}'; sinks are written, not read", location=where)
+        travel = {"versionasof", "timestampasof"} & {k.lower() for k in options}
+        if len(travel) > 1:
+            raise GraphError(f"{what} reads '{name}' as of a version and a timestamp; give one",
+                             location=where)
         if kind == "temporary_view":
-            if changes:
-                raise GraphError(f"{what} reads the change feed of temporary view '{name}'", location=where,
-                                 hint="read the change feed of the table it reads")
+            if changes or travel:
+                how = "the change feed" if changes else "an earlier version"
+                raise GraphError(f"{what} reads {how} of temporary view '{name}'", location=where,
+                                 hint="read the table it reads")
             return
         if streaming and kind == "materialized_view" and not changes:
             raise GraphError(f"{what} reads materialized view '{name}' as a stream; materialized views are "

@@ -36,20 +36,30 @@ def read_stream(name: str, **options: Any) -> DataFrame:
     return active_resolver().read(name, streaming=True, options=options)
 
 
-def read(name: str, **options: Any) -> DataFrame:
-    """Read pipeline dataset ``name`` as a batch (its latest version when the query runs).
+def read(name: str, *, version: int | None = None, timestamp: str | None = None,
+         **options: Any) -> DataFrame:
+    """Read pipeline dataset ``name`` as a batch (its latest version when the query runs, or an earlier one).
 
     In a stream-static join each micro-batch reads the table's latest version, so updates to a dimension
-    table show from the next batch on.
+    table show from the next batch on. ``version`` / ``timestamp`` read the table as it was then (Delta's
+    time travel; ``deltaflow history`` lists the versions), as long as its files are kept
+    (``delta.deletedFileRetentionDuration``).
 
     Args:
         name: Any stored dataset or batch temporary view of the pipeline.
-        **options: Delta batch read options, e.g. ``versionAsOf=3``.
+        version: The table version to read (``versionAsOf``).
+        timestamp: Read the table as of this time, e.g. ``"2026-11-20 08:00:00"`` (``timestampAsOf``).
+        **options: Other Delta batch read options.
 
     Example:
         >>> customers = dp.read("customers")  # doctest: +SKIP
+        >>> before_the_bug = dp.read("raw_readings", timestamp="2026-11-20 08:00:00")  # doctest: +SKIP
 
     """
+    if version is not None:
+        options["versionAsOf"] = version
+    if timestamp is not None:
+        options["timestampAsOf"] = timestamp
     return active_resolver().read(name, streaming=False, options=options)
 
 
