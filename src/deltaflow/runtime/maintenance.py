@@ -57,7 +57,6 @@ class Maintainer:
         self._last_optimize = self._last_vacuum = clock()
         self._counted = False
         self._job: threading.Thread | None = None
-        self.done: list[str] = []  # what each job did, oldest first
         known = resolver.graph.datasets
         for table in self.settings.zorder:
             if table not in known:
@@ -141,7 +140,6 @@ class Maintainer:
             context.spark.sparkContext._jsc.clearJobGroup()
 
     def _say(self, text: str) -> None:
-        self.done.append(text)
         self.on_message(f"maintenance: {text}")
 
     def _count_from_logs(self) -> None:
