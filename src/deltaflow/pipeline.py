@@ -2,7 +2,7 @@
 
 A :class:`Pipeline` is a spec (``deltaflow.yml``), its storage layout and, once something needs Spark, its
 SparkSession. Every CLI verb, the demo, the tests and the benchmarks assemble a pipeline here and nowhere
-else: load, analyse (dry-run), run, replay, the table upkeep (optimize, vacuum) and the read verbs (status,
+else: load, analyse (dry-run), run, replay, rewind, the table upkeep (optimize, vacuum) and the read verbs (status,
 changes, history, quarantine).
 
 Example:
@@ -31,7 +31,7 @@ from deltaflow.spec import Spec, TriggerMode, load_spec
 from deltaflow.storage import StorageLayout
 
 if TYPE_CHECKING:
-    from datetime import timedelta
+    from datetime import datetime, timedelta
 
     from pyspark.sql import SparkSession
 
@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from deltaflow.commands.optimize import OptimizeResult
     from deltaflow.commands.quarantine import QuarantineReport
     from deltaflow.commands.replay import ReplayResult
+    from deltaflow.commands.rewind import Rewind
     from deltaflow.commands.status import FlowStatus
     from deltaflow.commands.vacuum import VacuumResult
     from deltaflow.context import PipelineContext
@@ -156,11 +157,13 @@ class Pipeline:
             on_message: Told about longer steps (full refreshes).
 
         """
+        from deltaflow.commands.rewind import finish_rewinds
         from deltaflow.runtime.runner import PipelineRun
         from deltaflow.runtime.triggers import flow_triggers
 
         trigger = self.trigger(mode, interval)
         graph = self.graph
+        finish_rewinds(self.session(), self.layout, on_message or (lambda message: None))
         if plan is not None:
             plan.check(graph)
         run = PipelineRun(self.context(), graph, trigger, on_batch=on_batch, plan=plan,
@@ -200,6 +203,25 @@ class Pipeline:
         from deltaflow.commands.replay import replay_quarantine
 
         return replay_quarantine(self.resolve(), table, where)
+
+    def rewind(self, table: str, version: int | None = None, timestamp: datetime | None = None, *,
+               on_message: MessageCallback | None = None) -> Rewind:
+        """Put ``table`` back to ``version`` (or as of ``timestamp``), and the flows writing it with it.
+
+        The next run reads their sources again from there through the current definitions, and rebuilds
+        every dataset downstream. Refused while one of those flows runs; see :mod:`deltaflow.commands.rewind`.
+        """
+        from deltaflow.commands.rewind import rewind_table
+        from deltaflow.errors import ConfigError
+
+        def running() -> set[str]:
+            try:
+                return {s.flow for s in self.status() if s.state == "running"}
+            except ConfigError:  # never ran
+                return set()
+
+        return rewind_table(self.resolve(), table, version, timestamp, running,
+                            on_message or (lambda message: None))
 
     def vacuum(self, tables: list[str] | None = None, retain: timedelta | None = None, *,
                dry_run: bool = False, stopped: bool = False) -> list[VacuumResult]:

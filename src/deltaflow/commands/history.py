@@ -63,12 +63,20 @@ def table_history(layout: StorageLayout, table: str, limit: int = 20) -> list[Ta
         ConfigError: No such table.
 
     """
-    latest = open_table(layout, table).version()
     queries = {layout.query_id(c): c for c in layout.flow_checkpoints(table)}
+    return log_history(layout, layout.table(table), open_table(layout, table).version(), queries, limit)
+
+
+def log_history(layout: StorageLayout, path: str, latest: int, queries: dict[str, FlowCheckpoint],
+                limit: int = 0) -> list[TableVersion]:
+    """The newest ``limit`` versions (0: all) of the Delta table at ``path`` from ``latest`` down.
+
+    ``queries`` maps the query ids of the flows that stream into the table to their checkpoints.
+    """
     found: list[TableVersion] = []
     version = latest
     while version >= 0 and (limit <= 0 or len(found) < limit):
-        text = layout.fs.read_text(layout.commit_file(table, version))
+        text = layout.fs.read_text(layout.commit_file_at(path, version))
         if text is None:  # older commits were cleaned up with the log's retention
             break
         found.append(_version(version, [json.loads(line) for line in text.splitlines() if line], queries))

@@ -74,8 +74,11 @@ def stream_positions(layout: StorageLayout, table: str,
     return sorted(positions, key=lambda p: p.version)
 
 
-def checkpoint_position(layout: StorageLayout, checkpoint: FlowCheckpoint, table_id: str) -> int | None:
+def checkpoint_position(layout: StorageLayout, checkpoint: FlowCheckpoint, table_id: str,
+                        batch: int | None = None) -> int | None:
     """The version of the Delta table ``table_id`` the query checkpointed at ``checkpoint`` reads next.
+
+    That is, after its last committed batch, or after ``batch`` when given.
 
     Spark's offset log holds, per batch, a line per source after two header lines; a Delta source's line is
     ``{"reservoirId": <table id>, "reservoirVersion": v, "isStartingVersion": ..., ...}``.
@@ -83,7 +86,8 @@ def checkpoint_position(layout: StorageLayout, checkpoint: FlowCheckpoint, table
     fs = layout.fs
     committed = [int(n) for n in fs.list(f"{checkpoint.path}/commits") if n.isdigit()]
     logged = [int(n) for n in fs.list(f"{checkpoint.path}/offsets") if n.isdigit()]
-    batch = max(committed) if committed else min(logged, default=None)
+    if batch is None:
+        batch = max(committed) if committed else min(logged, default=None)
     text = None if batch is None else fs.read_text(f"{checkpoint.path}/offsets/{batch}")
     for line in (text or "").splitlines()[2:]:
         try:

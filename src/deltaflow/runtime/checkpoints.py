@@ -1,4 +1,4 @@
-"""Checkpoint upkeep: clearing what a crash left half-written in a flow's checkpoint.
+"""Checkpoint upkeep: clearing what a crash left half-written, and copying a checkpoint as it once stood.
 
 Where each checkpoint lives (``<storage>/_checkpoints/<dataset>/<flow>/<generation>``) is the storage
 layout's business (:class:`~deltaflow.storage.layout.StorageLayout`); a user never writes one.
@@ -11,13 +11,20 @@ Example:
 
 from __future__ import annotations
 
+import json
 import re
+import uuid
 from typing import TYPE_CHECKING
 
+from deltaflow.errors import ConfigError
+
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from deltaflow.storage import FileSystem, FlowCheckpoint
 
 _INTERRUPTED = re.compile(r"^\..*\.tmp(\.crc)?$")
+_NUMBERED = re.compile(r"^\.?(\d+)(\.[a-z]+)?(\.crc)?$")  # a log entry (offsets/7, sources/0/9.compact)
 
 
 def clear_interrupted_writes(fs: FileSystem, checkpoint: FlowCheckpoint | str) -> list[str]:
@@ -36,3 +43,69 @@ def clear_interrupted_writes(fs: FileSystem, checkpoint: FlowCheckpoint | str) -
                 fs.delete(f"{path}/{log}/{name}")
                 removed.append(f"{path}/{log}/{name}")
     return removed
+
+
+def copy_until(fs: FileSystem, source: FlowCheckpoint, target: FlowCheckpoint, last_batch: int) -> None:
+    """Make ``target`` hold ``source`` as it stood when batch ``last_batch`` had committed.
+
+    Batch-numbered entries after it are left out: the offset and commit logs, the sources' logs, and the
+    state stores' versions (version ``n`` is the state after batch ``n - 1``). The copy gets a new query
+    id, so Delta's streaming sink does not take its next batches for ones it already committed.
+
+    Raises:
+        ConfigError: ``source`` no longer holds that batch (Spark keeps the last
+            ``spark.sql.streaming.minBatchesToRetain``), or a file source's log was compacted past it.
+
+    """
+    for log in ("offsets", "commits"):
+        if not fs.exists(f"{source.path}/{log}/{last_batch}"):
+            raise ConfigError(f"flow '{source.flow}' no longer keeps batch {last_batch} in its checkpoint",
+                              hint="Spark keeps the last spark.sql.streaming.minBatchesToRetain batches; "
+                              "rewind to a later version, or full-refresh the table")
+
+    def keep(parts: tuple[str, ...]) -> bool:
+        match = _NUMBERED.match(parts[-1])
+        if match is None or parts[0] not in ("offsets", "commits", "sources", "state"):
+            return parts != ("metadata",) and parts != (".metadata.crc",)
+        in_store = parts[0] == "state" and len(parts) == 4 and parts[2].isdigit()  # state/op/partition/n
+        return int(match.group(1)) <= last_batch + (1 if in_store else 0)
+
+    _copy_tree(fs, source.path, target.path, (), keep)
+    for name in fs.list(f"{source.path}/sources"):
+        _check_source_log(fs, source, f"sources/{name}", target, last_batch)
+    fs.write_text(target.metadata, json.dumps({"id": str(uuid.uuid4())}) + "\n")
+
+
+def _copy_tree(fs: FileSystem, source: str, target: str, parts: tuple[str, ...],
+               keep: Callable[[tuple[str, ...]], bool]) -> None:
+    for name in fs.list(source):
+        here = (*parts, name)
+        if fs.is_dir(f"{source}/{name}"):
+            _copy_tree(fs, f"{source}/{name}", f"{target}/{name}", here, keep)
+        elif keep(here):
+            fs.copy(f"{source}/{name}", f"{target}/{name}")
+
+
+def _check_source_log(fs: FileSystem, source: FlowCheckpoint, log: str, target: FlowCheckpoint,
+                      last_batch: int) -> None:
+    """Refuse a copy that lost a file source's entries: its log was compacted past ``last_batch``.
+
+    A file source logs the files of each batch (``sources/0/<batch>``, one JSON entry per file, with its
+    batch id) and every few batches compacts them into ``<batch>.compact``, deleting the older entries.
+    """
+    def entries(root: str, keep: Callable[[int], bool]) -> set[str]:
+        found = set()
+        for name in fs.list(f"{root}/{log}"):
+            match = _NUMBERED.match(name)
+            if match is None or name.startswith(".") or not keep(int(match.group(1))):
+                continue
+            for line in (fs.read_text(f"{root}/{log}/{name}") or "").splitlines()[1:]:
+                entry = json.loads(line)
+                if isinstance(entry, dict) and "path" in entry and int(entry["batchId"]) <= last_batch:
+                    found.add(str(entry["path"]))
+        return found
+
+    if not entries(source.path, lambda n: n > last_batch) <= entries(target.path, lambda n: True):
+        raise ConfigError(f"flow '{source.flow}': its file source's log was compacted past batch "
+                          f"{last_batch}, so it cannot go back there",
+                          hint="rewind to a later version, or full-refresh the table")

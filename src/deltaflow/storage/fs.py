@@ -40,6 +40,12 @@ class FileSystem(Protocol):
     def is_dir(self, path: str) -> bool:
         """Whether ``path`` is a folder."""
 
+    def exists(self, path: str) -> bool:
+        """Whether there is a file or folder at ``path``."""
+
+    def copy(self, source: str, target: str) -> None:
+        """Copy file ``source`` to ``target`` (its folder created), replacing what is there."""
+
     def make_dirs(self, path: str) -> None:
         """Create folder ``path`` and its parents (nothing when it exists)."""
 
@@ -72,6 +78,13 @@ class LocalFileSystem:
 
     def is_dir(self, path: str) -> bool:  # noqa: D102
         return Path(path).is_dir()
+
+    def exists(self, path: str) -> bool:  # noqa: D102
+        return Path(path).exists()
+
+    def copy(self, source: str, target: str) -> None:  # noqa: D102
+        Path(target).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(source, target)
 
     def make_dirs(self, path: str) -> None:  # noqa: D102
         Path(path).mkdir(parents=True, exist_ok=True)

@@ -9,6 +9,7 @@
     <storage>/_checkpoints/<dataset>/<flow>/<generation>/tombstones   an auto CDC flow's deletes
     <storage>/_staging/<dataset>/refresh.json, table         a full refresh: its record and staging table
     <storage>/_replay/<table>.json                           a quarantine replay's record
+    <storage>/_rewind/<table>.json                           a rewind's record
     <storage>/_event_log                                     one row per micro-batch of every flow
     <storage>/_warehouse                                     Spark's warehouse (local storage)
 
@@ -119,7 +120,12 @@ class StorageLayout:
 
     def commit_file(self, dataset: str, version: int) -> str:
         """The Delta log entry of ``version`` of ``dataset``'s table (gone once the log retention passes)."""
-        return f"{self.delta_log(dataset)}/{version:020d}.json"
+        return self.commit_file_at(self.table(dataset), version)
+
+    @staticmethod
+    def commit_file_at(table_path: str, version: int) -> str:
+        """The Delta log entry of ``version`` of the Delta table at ``table_path`` (a tombstone table)."""
+        return f"{table_path}/_delta_log/{version:020d}.json"
 
     def table(self, dataset: str) -> str:
         """The Delta table of ``dataset``."""
@@ -210,6 +216,15 @@ class StorageLayout:
     def replay_record(self, table: str) -> str:
         """The record of an unfinished quarantine replay of ``table``."""
         return f"{self.root}/_replay/{table}.json"
+
+    def rewind_record(self, table: str) -> str:
+        """The record of an unfinished rewind of ``table``."""
+        return f"{self.rewinds}/{table}.json"
+
+    @property
+    def rewinds(self) -> str:
+        """The folder of the unfinished rewinds' records."""
+        return f"{self.root}/_rewind"
 
     @staticmethod
     def replay_app_id(table: str, replay_id: str) -> str:
