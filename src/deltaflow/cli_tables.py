@@ -1,4 +1,4 @@
-"""The table verbs of ``deltaflow``: read a table's changes and history, compact it, vacuum it.
+"""The table verbs of ``deltaflow``: read a table's changes and history, compact, vacuum or rewind it.
 
 Each is a thin function over :class:`deltaflow.pipeline.Pipeline`; ``deltaflow.cli`` registers them.
 """
@@ -11,7 +11,7 @@ from typing import Annotated
 
 import typer
 
-from deltaflow.cli_shared import SpecOption, load, out, say
+from deltaflow.cli_shared import JsonOption, SpecOption, err, load, out, say
 
 
 def changes(
@@ -94,4 +94,33 @@ def optimize(
         say(f"{result.table}: compacted {result.files_removed:,} files into {result.files_added:,}{order}")
 
 
-TABLE_VERBS: list[Callable[..., None]] = [changes, history, optimize, vacuum]
+def rewind(
+    table: Annotated[str, typer.Argument(help="A streaming table of the pipeline.")],
+    to_version: Annotated[int | None, typer.Option("--to-version", help="The version to go back to "
+                                                   "(see 'deltaflow history').")] = None,
+    to_timestamp: Annotated[str | None, typer.Option("--to-timestamp", help="Or the time to go back to, "
+                                                     "ISO 8601 (UTC unless it has an offset).")] = None,
+    as_json: JsonOption = False,
+    spec: SpecOption = None,
+) -> None:
+    """Put a table back to an earlier version, and the flows writing it back to where they were then.
+
+    The next run reads their input again from there through the current definitions, and rebuilds everything
+    downstream. Stop the pipeline first.
+    """
+    from deltaflow.durations import parse_moment
+
+    moment = parse_moment(to_timestamp) if to_timestamp is not None else None
+    result = load(spec).rewind(table, to_version, moment, on_message=lambda m: say(m, err))
+    if as_json:
+        say(json.dumps(result.as_json()))
+        return
+    say(f"{table}: rewound to version {result.version} (it was at {result.latest})")
+    for move in result.flows:
+        where = f"after batch {move.batch}" if move.batch >= 0 else "from the start"
+        say(f"  flow '{move.flow}' goes back to {where}; the next run reads its input again from there")
+    if result.rebuilt:
+        say(f"  the next run rebuilds {', '.join(result.rebuilt)} (downstream)")
+
+
+TABLE_VERBS: list[Callable[..., None]] = [changes, history, optimize, rewind, vacuum]

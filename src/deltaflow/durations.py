@@ -1,4 +1,4 @@
-"""Durations as people write them (``7d``, ``36h``, ``90 minutes``) and as Delta writes them.
+"""Durations as people write them (``7d``, ``36h``, ``90 minutes``) and as Delta writes them; moments.
 
 Example:
     >>> parse_duration("36h")
@@ -11,7 +11,7 @@ Example:
 from __future__ import annotations
 
 import re
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 from deltaflow.errors import ConfigError
 
@@ -47,3 +47,21 @@ def human(duration: timedelta, up: bool = True) -> str:
             whole = -(-seconds // size) if up else seconds // size
             return f"{whole:.0f}{unit}"
     raise AssertionError("unreachable")
+
+
+def parse_moment(text: str) -> datetime:
+    """An ISO 8601 time (``2026-11-20T14:00:00Z``, ``2026-11-20 14:00``); UTC unless it gives an offset.
+
+    Example:
+        >>> parse_moment("2026-11-20 14:00").isoformat()
+        '2026-11-20T14:00:00+00:00'
+
+    Raises:
+        ConfigError: Not such a time.
+
+    """
+    try:
+        moment = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise ConfigError(f"'{text}' is not a time", hint="ISO 8601, e.g. 2026-11-20T14:00:00Z") from None
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)

@@ -2,8 +2,8 @@
 
 A :class:`Pipeline` is a spec (``deltaflow.yml``), its storage layout and, once something needs Spark, its
 SparkSession. Every CLI verb, the demo, the tests and the benchmarks assemble a pipeline here and nowhere
-else: load, analyse (dry-run), run, replay, rewind, the table upkeep (optimize, vacuum) and the read verbs (status,
-changes, history, quarantine).
+else: load, analyse (dry-run), run, replay, rewind, the table upkeep (optimize, vacuum) and the read verbs
+(status, changes, history, quarantine).
 
 Example:
     >>> pipeline = Pipeline.load("examples/orders")  # doctest: +SKIP

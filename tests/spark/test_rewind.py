@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import json
 import re
+from typing import Any
 
 import pytest
 from deltalake import DeltaTable
@@ -56,7 +55,7 @@ def use(project: Any, definitions: str) -> None:
     (project.root / "transformations" / "defs.py").write_text(definitions)
 
 
-def test_an_interrupted_rewind_after_a_bad_definition_ends_equal_to_a_clean_run(spark, make_project, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+def test_interrupted_rewind_after_a_bad_definition_ends_clean(spark, make_project, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     clean = make_project(FIXED, name="clean")  # the fixed definition from the start (batching aside)
     for i, drop in enumerate(DROPS):
         clean.drop(f"{i}.json", drop)

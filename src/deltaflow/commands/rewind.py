@@ -187,10 +187,11 @@ def plan_rewind(resolver: Resolver, table: str, version: int | None, timestamp: 
     for move in flows:
         _check_sources(resolver, table, move)
     _check_restorable(layout, layout.table(table), version)
-    quarantine = _restore_point(layout, layout.quarantine(table), flows, table) \
+    quarantine = _restore_point(layout, layout.quarantine(table), flows) \
         if layout.fs.is_dir(layout.quarantine(table)) else None
+    below = resolver.downstream({table}) - {table}
     rebuilt = {d: {f.name: layout.current_generation(d, f.name) + 1 for f in graph.flows_into(d)}
-               for d in resolver.order() if d in resolver.downstream({table}) - {table} and graph.datasets[d].runs}
+               for d in resolver.order() if d in below and graph.datasets[d].runs}
     return Rewind(table, version, history[0].version, tuple(flows), quarantine, rebuilt)
 
 
@@ -216,8 +217,9 @@ def _target_version(table: str, history: list[TableVersion], version: int | None
         moment = timestamp if timestamp.tzinfo else timestamp.replace(tzinfo=UTC)
         before = [v.version for v in history if v.timestamp <= moment]
         if not before:
-            raise ConfigError(f"'{table}' has no version from {moment.isoformat()} or before; its log starts "
-                              f"at version {oldest.version} ({oldest.timestamp.isoformat()})", location="rewind")
+            raise ConfigError(f"'{table}' has no version from {moment.isoformat()} or before; its log "
+                              f"starts at version {oldest.version} ({oldest.timestamp.isoformat()})",
+                              location="rewind")
         version = max(before)
     assert version is not None
     if version >= latest.version:
@@ -243,18 +245,18 @@ def _with_tombstones(resolver: Resolver, table: str, move: FlowRewind) -> FlowRe
     tombstones = layout.checkpoint(table, move.flow, move.source_generation).tombstones
     if not layout.fs.is_dir(tombstones):
         return move
-    version = _restore_point(layout, tombstones, [move], table)
+    version = _restore_point(layout, tombstones, [move])
     return FlowRewind(**{**asdict(move), "tombstones_version": version})
 
 
-def _restore_point(layout: StorageLayout, path: str, moves: list[FlowRewind], table: str) -> int | None:
+def _restore_point(layout: StorageLayout, path: str, moves: list[FlowRewind]) -> int | None:
     """The version of the table at ``path`` before the first commit of a batch ``moves`` run again."""
     from deltalake import DeltaTable
 
-    again = {(m.flow, m.source_generation): m.batch for m in moves}
+    kept = {(m.flow, m.source_generation): m.batch for m in moves}
     history = log_history(layout, path, DeltaTable(path).version(), {})
-    undone = [v.version for v in history if (v.flow, v.generation) in again and v.batch_id is not None
-              and v.batch_id > again[(v.flow, v.generation)]]
+    undone = [v.version for v in history if v.batch_id is not None
+              and v.batch_id > kept.get((v.flow or "", v.generation or 0), v.batch_id)]
     if not undone:
         return None
     _check_restorable(layout, path, min(undone) - 1)
