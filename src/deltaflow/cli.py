@@ -11,7 +11,7 @@
     deltaflow vacuum [TABLE ...] [--retain 7d] [--dry-run]    delete old files no flow still reads
     deltaflow quarantine TABLE [--json]    quarantined rows by reason, with samples, without Spark
     deltaflow quarantine replay TABLE [--where SQL]    re-feed them once the schema or rule is fixed
-    deltaflow demo [--example clickstream|orders|fraud|customers_cdc] [--seconds 60] [--rate 1000]
+    deltaflow demo [--example clickstream|orders|fraud|customers_cdc|sensors] [--seconds 60] [--rate 1000]
     deltaflow kafka start|stop|status [--port 19092]
 
 Every verb that reads a pipeline takes ``--spec`` (default: the nearest ``deltaflow.yml`` upward).
@@ -238,7 +238,7 @@ def quarantine(
 @app.command()
 def demo(
     example: Annotated[str, typer.Option("--example", "-e", help="The example pipeline: clickstream, orders, "
-                                         "fraud or customers_cdc.")] = "clickstream",
+                                         "fraud, customers_cdc or sensors.")] = "clickstream",
     seconds: Annotated[int, typer.Option(help="How long to run (Ctrl-C stops earlier).")] = 60,
     rate: Annotated[int, typer.Option(help="Generated events (orders: orders per file) per second.")] = 1000,
     storage: Annotated[Path, typer.Option(help="Where the demo's tables, checkpoints and landing folders "

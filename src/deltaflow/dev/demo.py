@@ -48,6 +48,7 @@ from deltaflow.dev.sample_data import (
     transaction_event,
     write_json_lines,
 )
+from deltaflow.dev.sensors import SENSORS, sensor_reading
 from deltaflow.dev.topics import create_topic
 from deltaflow.errors import ConfigError
 from deltaflow.pipeline import Pipeline
@@ -182,6 +183,16 @@ def _customers_cdc_feeds(spec: Spec, bootstrap: str, rate: int, console: Console
     return [Feed(generator, "customer changes")]
 
 
+def _sensors_feeds(spec: Spec, bootstrap: str, rate: int, console: Console) -> list[Feed]:
+    topic = spec.parameters["topic"]
+    create_topic(bootstrap, topic, partitions=3)
+    generator = EventGenerator(bootstrap, topic, rate=rate, make_event=sensor_reading,
+                               key_fn=field_key("sensor_id"))
+    console.print(f"generator: {rate:,} readings/s of {SENSORS} sensors (about 3 % faulty) into topic "
+                  f"'{topic}'", markup=False, soft_wrap=True)
+    return [Feed(generator, "sensor readings")]
+
+
 DEMOS: dict[str, DemoExample] = {
     "clickstream": DemoExample("clickstream", True, _clickstream_feeds, Showcase(
         "gold_hourly_product_metrics", "view_count",
@@ -199,6 +210,10 @@ DEMOS: dict[str, DemoExample] = {
         "customers_audit", "_commit_version",
         ("_commit_version", "_change_type", "customer_id", "name", "tier", "city", "seq"),
         "Latest changes to customers (customers_audit, from its change feed)")),
+    "sensors": DemoExample("sensors", True, _sensors_feeds, Showcase(
+        "sensor_stats_10min", "window",
+        ("window", "sensor_id", "readings", "min_temperature_c", "max_temperature_c", "avg_temperature_c"),
+        "Latest 10-minute windows per sensor (sensor_stats_10min)")),
 }
 
 

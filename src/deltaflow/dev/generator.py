@@ -111,6 +111,8 @@ def encode_event(event: Event) -> bytes:
 def field_key(field: str) -> KeyFn:
     """A key function keying each event by its ``field`` (so one key's events stay in order on a partition).
 
+    A broken record (bytes that are not a JSON object) gets no key.
+
     Example:
         >>> field_key("customer_id")({"customer_id": "c00042"})
         'c00042'
@@ -119,7 +121,10 @@ def field_key(field: str) -> KeyFn:
 
     def key(event: Event) -> str | bytes | None:
         if isinstance(event, bytes):
-            event = json.loads(event)
+            try:
+                event = json.loads(event)
+            except ValueError:  # not JSON, or not UTF-8
+                return None
         value = event.get(field) if isinstance(event, dict) else None
         return None if value is None else str(value)
 
