@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup demo test test-fast lint typecheck bench clean
+.PHONY: setup demo test test-fast test-long lint typecheck bench clean
 
 setup: $(STAMP)
 	$(BIN)/deltaflow setup
@@ -28,6 +28,9 @@ test: setup
 
 test-fast: setup
 	$(BIN)/pytest tests/unit $(PYTEST_ARGS)
+
+test-long: setup  # minutes of steady input with upkeep and a SIGKILL (not part of `make test`)
+	$(BIN)/pytest -m long $(PYTEST_ARGS)
 
 lint: setup
 	$(BIN)/ruff check src tests benchmarks examples
