@@ -1,14 +1,18 @@
 """The sensors example (seed 004): a bug in stage 2 ships, the fix ships, the user rewinds stage 2.
 
-Afterwards the raw landing table holds every produced record once, and the readings, their quarantine
-and the 10-minute statistics are exactly what the fixed logic gives over the raw records, computed here
-in Python from the raw table read with ``deltalake``, as if the bug had never been there.
+The rewind is interrupted once (the process dies after the checkpoint and the quarantine moved back,
+before the table is restored) and asked again. Afterwards the raw landing table holds every produced
+record once, and the readings, their quarantine, the 10-minute statistics (a materialized view) and the
+hot readings (a stream of the readings, which a RESTORE would feed twice) are exactly what the fixed
+logic gives over the raw records, computed here in Python from the raw table read with ``deltalake``,
+as if the bug had never been there.
 """
 
 from __future__ import annotations
 
 import json
 import random
+import re
 import shutil
 import uuid
 from collections import defaultdict
@@ -19,9 +23,11 @@ from typing import Any
 import pytest
 from deltalake import DeltaTable
 
+import deltaflow.commands.rewind as rewind_module
 from deltaflow.dev.generator import field_key, produce
 from deltaflow.dev.sensors import sensor_reading
 from deltaflow.dev.topics import create_topic
+from deltaflow.errors import ConfigError
 from deltaflow.pipeline import Pipeline
 from helpers import cli
 
@@ -99,11 +105,24 @@ def test_rewound_stage_2_bug_leaves_no_trace(spark, kafka_bootstrap, tmp_path, m
 
     stage2.write_text(fixed)  # the fix ships; stage 2 goes back to just before the first bad run
     moment = (before_bug + timedelta(milliseconds=1)).isoformat()
-    rewound = cli(capsys, "rewind", "sensor_readings", "--to-timestamp", moment, "--spec", str(folder))
+    command = ("rewind", "sensor_readings", "--to-timestamp", moment, "--spec", str(folder))
+    restore = rewind_module._restore
+
+    def dies_at_the_table(spark: Any, path: str, version: int) -> None:
+        if path.endswith("/tables/sensor_readings"):
+            raise KeyboardInterrupt
+        restore(spark, path, version)
+
+    monkeypatch.setattr(rewind_module, "_restore", dies_at_the_table)
+    assert cli(capsys, *command).returncode != 0
+    monkeypatch.setattr(rewind_module, "_restore", restore)
+    assert (storage / "_rewind" / "sensor_readings.json").is_file()  # recorded: the next call finishes it
+    rewound = cli(capsys, *command)
     assert rewound.returncode == 0, rewound.stderr
+    assert "finishing the rewind" in rewound.stderr
     first = rewound.stdout.splitlines()[0]
     assert first.startswith(f"sensor_readings: rewound to version {history[0].version} "), first
-    assert "the next run rebuilds sensor_stats_10min" in rewound.stdout
+    assert "the next run rebuilds hot_readings, sensor_stats_10min (downstream)" in rewound.stdout
     batch_then_run()
 
     raw = table(storage, "raw_sensor_readings")
@@ -122,3 +141,18 @@ def test_rewound_stage_2_bug_leaves_no_trace(spark, kafka_bootstrap, tmp_path, m
     assert stats.keys() == want.keys()
     for key, values in want.items():
         assert stats[key] == pytest.approx(values), key
+    hot = sorted((r["sensor_id"], r["ts"], r["temperature_c"]) for r in table(storage, "hot_readings"))
+    assert hot == [r for r in readings if r[2] > 30]
+
+    pipeline = Pipeline.load(folder, spark=spark)
+    restored = next(v.version for v in pipeline.history("sensor_readings", 0) if v.operation == "RESTORE")
+    latest = pipeline.history("sensor_readings", 1)[0].version
+    for arguments, message in [
+        (("sensor_stats_10min", 0), "'sensor_stats_10min' is a materialized view, not a streaming table"),
+        (("sensor_reading", 0), "unknown table 'sensor_reading' (did you mean 'sensor_readings'?)"),
+        (("sensor_readings", latest), f"'sensor_readings' is at version {latest}; nothing to rewind"),
+        (("sensor_readings", 1), f"past version {restored}: a rewind replaced its rows there"),
+    ]:
+        with pytest.raises(ConfigError, match=re.escape(message)) as info:
+            pipeline.rewind(*arguments)
+        assert "\n" not in str(info.value)

@@ -17,3 +17,8 @@ def sensor_readings():
     raw = spark.readStream.table("raw_sensor_readings")
     return dp.parse_json(raw, READING, column="raw_payload", bytes_column="raw_bytes",
                          required=["sensor_id", "ts"], keep=["topic", "partition", "offset", "kafka_ts"])
+
+
+@dp.table(comment="Readings above 30 °C, for the on-call dashboard")
+def hot_readings():
+    return spark.readStream.table("sensor_readings").where("temperature_c > 30")

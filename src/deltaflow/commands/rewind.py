@@ -121,7 +121,9 @@ def rewind_table(resolver: Resolver, table: str, version: int | None = None,
 
     """
     layout = resolver.context.layout
-    finish_rewinds(resolver.context.spark, layout, on_message)
+    for done in finish_rewinds(resolver.context.spark, layout, on_message):
+        if done.table == table and _same_target(layout, done, version, timestamp):
+            return done  # the same rewind, asked again after it was interrupted
     rewind = plan_rewind(resolver, table, version, timestamp, running())
     layout.fs.write_text(layout.rewind_record(table), json.dumps(rewind.as_json()))
     apply_rewind(resolver.context.spark, layout, rewind, on_message)
@@ -193,6 +195,16 @@ def plan_rewind(resolver: Resolver, table: str, version: int | None, timestamp: 
     rebuilt = {d: {f.name: layout.current_generation(d, f.name) + 1 for f in graph.flows_into(d)}
                for d in resolver.order() if d in below and graph.datasets[d].runs}
     return Rewind(table, version, history[0].version, tuple(flows), quarantine, rebuilt)
+
+
+def _same_target(layout: StorageLayout, rewind: Rewind, version: int | None,
+                 timestamp: datetime | None) -> bool:
+    """Whether ``version`` / ``timestamp`` name the version ``rewind`` went back to."""
+    if timestamp is None:
+        return version == rewind.version
+    moment = timestamp if timestamp.tzinfo else timestamp.replace(tzinfo=UTC)
+    before = [v.version for v in table_history(layout, rewind.table, limit=0) if v.timestamp <= moment]
+    return max(before, default=None) == rewind.version
 
 
 def _check_rewindable(resolver: Resolver, table: str) -> None:
