@@ -124,7 +124,8 @@ class Maintainer:
                 if not self.pending.total():
                     self._last_optimize = self.clock()
                 done = optimize_table(context, table, self.settings.zorder.get(table, ()))
-                self._say(f"compacted '{table}': {done.files_removed} files into {done.files_added}")
+                if done.files_removed:
+                    self._say(f"compacted '{table}': {done.files_removed} files into {done.files_added}")
                 return
             for name in self.tables():
                 try:
