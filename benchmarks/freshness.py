@@ -25,375 +25,29 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import math
-import multiprocessing as mp
-import os
-import platform
 import random
-import shutil
 import socket
 import statistics
 import sys
 import tempfile
-import threading
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote, urlparse
 
 from deltaflow.dev.broker import EmbeddedKafka
-from deltaflow.dev.generator import EventGenerator, clickstream_event, encode_event, produce, user_key
-from deltaflow.dev.topics import QUIET, admin_client, create_topic
-
-EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "clickstream"
-GOLD = "gold_hourly_product_metrics"
-PROBE = "probe-"
-# The fields of the generated events (seed 000's event_schema, as in examples/clickstream/silver.py).
-EVENT_SCHEMA = (
-    "event_id STRING, user_id STRING, product_id STRING, event_type STRING, event_timestamp TIMESTAMP, "
-    "revenue DOUBLE, session_id STRING, page STRING, user_agent STRING"
+from deltaflow.dev.generator import clickstream_event, produce, user_key
+from deltaflow.dev.topics import admin_client, create_topic
+from freshness_contestants import (
+    Contestant,
+    Deltaflow,
+    HandWritten,
+    stage_intervals,
+    wait_for,
 )
-EVENTS_PER_GENERATOR = 12_000  # one Python generator process makes ~25k events/s alone; keep a margin
-
-
-# -- load: generator and probe processes (spawned, so that their Python does not hold this process's GIL) --
-
-def _generate(bootstrap: str, topic: str, rate: float, seed: int, stop: Any, out: Any) -> None:
-    gen = EventGenerator(bootstrap, topic, rate=rate, seed=seed)
-    t0, cpu0 = time.time(), time.process_time()
-    gen.start()
-    stop.wait()
-    t1 = time.time()
-    gen.stop()
-    gen.join()
-    out.put(("generated", gen.produced, t1 - t0, time.process_time() - cpu0,
-             repr(gen.error) if gen.error else None))
-
-
-def _probe(bootstrap: str, topic: str, interval: float, count: int, go: Any, stop: Any, out: Any) -> None:
-    from confluent_kafka import Producer
-
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
-                         "linger.ms": 0, **QUIET})
-    errors: list[str] = []
-
-    def delivered(err: Any, _msg: Any) -> None:
-        if err is not None:
-            errors.append(str(err))
-
-    rng = random.Random()
-    go.wait()
-    start = time.monotonic()
-    sent = []
-    for n in range(count):
-        if stop.wait(max(0.0, start + n * interval - time.monotonic())):
-            break
-        now = datetime.now(UTC)
-        event = clickstream_event(rng, now)
-        product = f"{PROBE}{n:04d}"
-        event.update(product_id=product, event_type="view", revenue=0.0, page=f"/product/{product}",
-                     event_timestamp=now.isoformat(timespec="milliseconds").replace("+00:00", "Z"))
-        produced_at = time.time()
-        producer.produce(topic, value=encode_event(event), key=user_key(event), on_delivery=delivered)
-        producer.flush(10)
-        sent.append((product, produced_at))
-    out.put(("probes", sent, errors))
-
-
-class Load:
-    """Generator processes producing ``rate`` events/s to ``topic`` (and a probe process, if asked)."""
-
-    def __init__(self, bootstrap: str, topic: str, rate: float,
-                 probes: tuple[float, int] | None = None) -> None:
-        context = mp.get_context("spawn")
-        self.stopping, self.go, self.out = context.Event(), context.Event(), context.Queue()
-        self.generators = max(1, math.ceil(rate / EVENTS_PER_GENERATOR))
-        self.messages: list[tuple[Any, ...]] = []
-        self.processes = [context.Process(target=_generate, daemon=True, args=(
-            bootstrap, topic, rate / self.generators, 1000 * i + 7, self.stopping, self.out))
-            for i in range(self.generators)]
-        if probes is not None:
-            self.processes.append(context.Process(target=_probe, daemon=True, args=(
-                bootstrap, topic, *probes, self.go, self.stopping, self.out)))
-        for process in self.processes:
-            process.start()
-
-    def probes(self) -> list[tuple[str, float]] | None:
-        """(product_id, produce time) of each probe, once the probe process has sent them all."""
-        while not self.out.empty():
-            self.messages.append(self.out.get())
-        return next((m[1] for m in self.messages if m[0] == "probes"), None)
-
-    def stop(self) -> None:
-        self.stopping.set()
-        self.go.set()
-        while sum(m[0] == "generated" for m in self.messages) < self.generators:
-            self.messages.append(self.out.get(timeout=120))
-        for process in self.processes:
-            process.join(timeout=60)
-
-    @property
-    def rate(self) -> float:
-        """Events per second the generators had acknowledged."""
-        generated = [m for m in self.messages if m[0] == "generated"]
-        return sum(m[1] for m in generated) / max(m[2] for m in generated)
-
-    @property
-    def cpu(self) -> float:
-        """CPU the generators used, in cores."""
-        return sum(m[3] / m[2] for m in self.messages if m[0] == "generated")
-
-    @property
-    def problems(self) -> list[str]:
-        return ([m[4] for m in self.messages if m[0] == "generated" and m[4]]
-                + [e for m in self.messages if m[0] == "probes" for e in m[2]])
-
-
-# -- reading gold: replay the Delta log, each added file read once --------------------------------------
-
-@dataclass
-class GoldLog:
-    """Replays the JSON commits of a Delta table from version 0 (nothing is cleaned up in a short run).
-
-    For every version: its commit time (mtime of the commit file), the sum of ``view_count`` of the live
-    non-probe rows, and the probes whose row first appears in it.
-    """
-
-    path: Path
-    version: int = -1
-    live: dict[str, int] = field(default_factory=dict)
-    versions: list[tuple[float, int]] = field(default_factory=list)  # (commit time, events in gold)
-    first_seen: dict[str, float] = field(default_factory=dict)
-
-    def advance(self) -> None:
-        import pyarrow.compute as pc
-        import pyarrow.parquet as pq
-
-        while True:
-            commit = self.path / "_delta_log" / f"{self.version + 1:020d}.json"
-            try:
-                mtime, text = commit.stat().st_mtime, commit.read_text()
-            except FileNotFoundError:
-                return
-            for line in text.splitlines():
-                action = json.loads(line)
-                if "add" in action:
-                    if action["add"].get("deletionVector"):
-                        raise RuntimeError(f"{commit}: deletion vectors are not handled by this benchmark")
-                    name = self._file(action["add"]["path"])
-                    table = pq.read_table(name, columns=["product_id", "view_count"])
-                    probe = pc.fill_null(pc.starts_with(table["product_id"], PROBE), False)
-                    for product in table["product_id"].filter(probe).to_pylist():
-                        self.first_seen.setdefault(product, mtime)
-                    total = pc.sum(table["view_count"].filter(pc.invert(probe))).as_py()
-                    self.live[name] = int(total or 0)
-                elif "remove" in action:
-                    self.live.pop(self._file(action["remove"]["path"]), None)
-            self.version += 1
-            self.versions.append((mtime, sum(self.live.values())))
-
-    def _file(self, path: str) -> str:
-        if "://" in path or path.startswith("file:"):
-            return unquote(urlparse(path).path)
-        return str(self.path / unquote(path))
-
-    @property
-    def events(self) -> int:
-        return self.versions[-1][1] if self.versions else 0
-
-    def events_at(self, moment: float) -> int:
-        """Events in gold at ``moment`` (by commit time)."""
-        return max((total for at, total in self.versions if at <= moment), default=0)
-
-    def first_with(self, events: int) -> float | None:
-        """Commit time of the first version holding at least ``events`` events."""
-        return next((at for at, total in self.versions if total >= events), None)
-
-
-# -- the contestants -------------------------------------------------------------------------------------
-
-def grid_model(bronze: float, silver: float, gold: float, steps: int = 200_000) -> tuple[float, float, float]:
-    """Freshness (min, mean, max) that processing-time triggers alone impose, with no processing time.
-
-    Spark fires a processing-time trigger at the multiples of its interval (since the epoch). An event
-    produced at t is read by the next bronze trigger b > t; silver triggers at the same instant as bronze
-    run concurrently and miss that batch, so silver reads it at its next trigger after b, gold at its
-    next trigger after that.
-    """
-    def after(moment: float, interval: float) -> float:
-        return (math.floor(moment / interval + 1e-9) + 1) * interval
-
-    period = 10 * max(bronze, silver, gold)
-    waits = []
-    for i in range(steps):
-        t = (i + 0.5) * period / steps
-        waits.append(after(after(after(t, bronze), silver), gold) - t)
-    return min(waits), statistics.fmean(waits), max(waits)
-
-
-def stage_intervals(scale: float | None) -> dict[str, str] | None:
-    """The seed's orders-style triggers (1 min bronze and silver, 5 min gold) times ``scale``; None: 0."""
-    if scale is None:
-        return None
-    return {stage: f"{round(seconds * scale * 1000)} milliseconds"
-            for stage, seconds in (("bronze", 60), ("silver", 60), ("gold", 300))}
-
-
-class Deltaflow:
-    """examples/clickstream, in process, continuous (per-flow triggers when ``intervals`` are given)."""
-
-    name = "deltaflow"
-
-    def __init__(self, spark: Any, root: Path, bootstrap: str, topic: str,
-                 intervals: dict[str, str] | None = None, max_offsets: int | None = None) -> None:
-        self.spark, self.root, self.bootstrap, self.topic = spark, root, bootstrap, topic
-        self.intervals, self.max_offsets = intervals, max_offsets
-        self.outcomes: list[Any] = []
-
-    def start(self) -> None:
-        from deltaflow.pipeline import Pipeline
-
-        project = self.root / "project"
-        shutil.copytree(EXAMPLE, project, ignore=shutil.ignore_patterns("__pycache__", "data", "storage"))
-        bronze = project / "transformations" / "bronze.py"
-        text = bronze.read_text()
-        patched = text.replace('read_kafka("clicks"', f'read_kafka("{self.topic}"')
-        limit = "max_offsets_per_trigger="
-        if self.max_offsets:
-            patched = patched.replace(f"{limit}50_000", f"{limit}{self.max_offsets}")
-        limited = not self.max_offsets or f"{limit}{self.max_offsets}" in patched
-        if patched.count(self.topic) != 1 or not limited:
-            raise RuntimeError(f"{bronze}: 'read_kafka(\"clicks\", {limit}50_000)' not found")
-        bronze.write_text(patched)
-        if self.intervals:  # per-flow trigger intervals, declared in the spec as a user would
-            stage = {"bronze_clicks": "bronze", "silver_clicks": "silver", GOLD: "gold"}
-            flows = "".join(f"    {name}: {{interval: {self.intervals[part]}}}\n"
-                            for name, part in stage.items())
-            spec = project / "deltaflow.yml"
-            spec.write_text(spec.read_text() + f"  flows:\n{flows}")
-        pipeline = Pipeline.load(project, spark=self.spark,
-                                 env={"DELTAFLOW_STORAGE": str(self.root / "storage"),
-                                      "DELTAFLOW_KAFKA": self.bootstrap})
-        self.gold = Path(pipeline.layout.table(GOLD))
-        self.stopping = threading.Event()
-        self.run = pipeline.start("continuous")
-        self.thread = threading.Thread(target=self._wait, name="deltaflow-run", daemon=True)
-        self.thread.start()
-
-    def _wait(self) -> None:
-        self.outcomes = self.run.wait(self.stopping)
-
-    def stage_queries(self) -> dict[str, Any]:
-        names = {"bronze": "bronze_clicks", "silver": "silver_clicks", "gold": GOLD}
-        return {stage: self.run.queries[name] for stage, name in names.items() if name in self.run.queries}
-
-    def error(self) -> str | None:
-        failed = [f"{o.flow}: {o.error}" for o in self.run.finished.values() if o.state == "failed"]
-        failed += [f"{n}: {q.exception()}" for n, q in self.run.queries.items() if not q.isActive]
-        return "; ".join(failed) or None
-
-    def stop(self) -> str | None:
-        self.stopping.set()
-        self.thread.join()
-        failed = [f"{o.flow}: {o.error}" for o in self.outcomes if o.state == "failed"]
-        return "; ".join(failed) or None
-
-
-class HandWritten:
-    """Seed 000's clickstream jobs (bronze from Kafka as in its Example #2), three queries, one session."""
-
-    name = "hand-written"
-
-    def __init__(self, spark: Any, root: Path, bootstrap: str, topic: str,
-                 intervals: dict[str, str] | None = None, max_offsets: int | None = None) -> None:
-        self.spark, self.root, self.bootstrap, self.topic = spark, root, bootstrap, topic
-        self.intervals, self.max_offsets = intervals, max_offsets
-        self.gold = root / "delta" / "gold" / "hourly_product_metrics"
-        self.queries: list[Any] = []
-
-    def _write(self, df: Any, stage: str, path: Path, mode: str = "append") -> None:
-        writer = (df.writeStream.format("delta").outputMode(mode)
-                  .option("checkpointLocation", str(self.root / "checkpoints" / stage)))
-        if self.intervals:
-            writer = writer.trigger(processingTime=self.intervals[stage])
-        self.queries.append(writer.start(str(path)))
-
-    def start(self) -> None:
-        from pyspark.sql.functions import (
-            approx_count_distinct,
-            col,
-            count,
-            current_timestamp,
-            from_json,
-            to_date,
-            window,
-        )
-        from pyspark.sql.functions import sum as sum_
-
-        spark = self.spark
-        bronze = self.root / "delta" / "bronze" / "clickstream"
-        silver = self.root / "delta" / "silver" / "clickstream"
-        reader = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", self.bootstrap)
-                  .option("subscribe", self.topic).option("startingOffsets", "earliest"))
-        if self.max_offsets:  # only to measure throughput (the seed sets no limit)
-            reader = reader.option("maxOffsetsPerTrigger", str(self.max_offsets))
-        raw_events = (reader.load()
-                      .select(from_json(col("value").cast("string"), EVENT_SCHEMA).alias("e")).select("e.*"))
-        # The seed starts the three jobs against tables that already exist: create them (empty) first.
-        spark.createDataFrame([], raw_events.schema).write.format("delta").save(str(bronze))
-        self._write(raw_events, "bronze", bronze)
-
-        silver_stream = (spark.readStream.format("delta").load(str(bronze))
-                         .filter(col("event_type").isNotNull())
-                         .filter(col("user_id").isNotNull())
-                         .withColumn("event_date", to_date("event_timestamp"))
-                         .withColumn("processed_at", current_timestamp()))
-        spark.createDataFrame([], silver_stream.schema).write.format("delta").save(str(silver))
-        self._write(silver_stream, "silver", silver)
-
-        hourly_metrics = (spark.readStream.format("delta").load(str(silver))
-                          .withWatermark("event_timestamp", "1 hour")
-                          .groupBy(window("event_timestamp", "1 hour"), "product_id")
-                          .agg(count("*").alias("view_count"),
-                               approx_count_distinct("user_id").alias("unique_users"),  # countDistinct: n/a
-                               sum_("revenue").alias("total_revenue")))
-        self._write(hourly_metrics, "gold", self.gold, mode="complete")
-
-    def stage_queries(self) -> dict[str, Any]:
-        return dict(zip(("bronze", "silver", "gold"), self.queries, strict=False))
-
-    def error(self) -> str | None:
-        return "; ".join(f"{q.name or q.id}: {q.exception()}" for q in self.queries if not q.isActive) or None
-
-    def stop(self) -> str | None:
-        for query in self.queries:  # upstream first, each between two batches (as deltaflow stops)
-            deadline = time.monotonic() + 60
-            while query.isActive and query.status.get("isTriggerActive") and time.monotonic() < deadline:
-                time.sleep(0.02)
-            query.stop()
-        return "; ".join(str(q.exception()) for q in self.queries if q.exception() is not None) or None
-
-
-Contestant = Callable[..., Deltaflow | HandWritten]
-
-
-def wait_for(log: GoldLog, job: Deltaflow | HandWritten, done: Callable[[], bool], timeout: float,
-             what: str, poll: float = 0.5) -> None:
-    deadline = time.monotonic() + timeout
-    while True:
-        log.advance()
-        if done():
-            return
-        if (error := job.error()) is not None:
-            raise RuntimeError(f"{job.name} failed while waiting for {what}: {error}")
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"{job.name}: no {what} within {timeout:.0f} s")
-        time.sleep(poll)
-
+from freshness_load import GoldLog, Load
+from freshness_report import Cell, machine_line, print_report, seconds, versions_line
 
 # -- step 1: backlog throughput --------------------------------------------------------------------------
 
@@ -451,37 +105,6 @@ def batch_seconds(job: Deltaflow | HandWritten, since: float) -> dict[str, float
 
 # -- step 2: freshness cells -----------------------------------------------------------------------------
 
-@dataclass
-class Cell:
-    contestant: str
-    fraction: float
-    rate: float
-    triggers: str
-    freshness: list[float] = field(default_factory=list)  # seen probes, in produce order
-    unseen: list[float] = field(default_factory=list)  # lower bounds: probes not seen before the stop
-    sent: int = 0
-    input_rate: float = 0.0
-    generator_cpu: float = 0.0
-    gold_rate: float = 0.0
-    batch_seconds: dict[str, float] = field(default_factory=dict)  # median batch duration per stage
-    error: str | None = None
-
-    def quantile(self, q: float) -> tuple[float, bool]:
-        """The ``q`` quantile (linear between closest ranks) and whether it is only a lower bound.
-
-        An unseen probe counts with its lower bound (the wait until the stop); a quantile is a lower bound
-        when such a probe is at or below one of the ranks it interpolates between.
-        """
-        data = sorted([(value, False) for value in self.freshness] + [(value, True) for value in self.unseen])
-        if not data:
-            return math.nan, False
-        position = q * (len(data) - 1)
-        low = math.floor(position)
-        high = min(low + 1, len(data) - 1)
-        value = data[low][0] + (data[high][0] - data[low][0]) * (position - low)
-        return value, any(censored for _, censored in data[: high + 1])
-
-
 def run_cell(spark: Any, make: Contestant, cell: Cell, root: Path, bootstrap: str, topic: str,
              args: argparse.Namespace, intervals: dict[str, str] | None) -> Cell:
     create_topic(bootstrap, topic, partitions=3)
@@ -534,70 +157,6 @@ def run_cell(spark: Any, make: Contestant, cell: Cell, root: Path, bootstrap: st
     with contextlib.suppress(Exception):  # only disk space is at stake
         admin_client(bootstrap).delete_topics([topic], operation_timeout=10)
     return cell
-
-
-# -- output ----------------------------------------------------------------------------------------------
-
-def versions_line(spark: Any) -> str:
-    from importlib.metadata import version
-
-    from deltaflow.runtime.jars import jar_dir
-
-    kafka = sorted(jar_dir("kafka-broker").glob("kafka_2.13-*.jar"))
-    broker = kafka[0].name.removeprefix("kafka_2.13-").removesuffix(".jar") if kafka else "?"
-    java = spark.sparkContext._jvm.java.lang.System.getProperty("java.version")
-    packages = ", ".join(f"{name} {version(name)}" for name in
-                         ("deltaflow", "pyspark", "delta-spark", "deltalake", "confluent-kafka", "pyarrow"))
-    return f"Python {platform.python_version()}, Java {java}, Kafka broker {broker}, {packages}"
-
-
-def machine_line() -> str:
-    memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
-    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
-    return (f"{platform.machine()}, {os.cpu_count()} cores, {memory:.0f} GiB RAM, {platform.system()} "
-            f"{platform.release()}; load average at start {load}")
-
-
-def seconds(quantile: tuple[float, bool]) -> str:
-    value, lower_bound = quantile
-    return "     -" if math.isnan(value) else f"{'≥' if lower_bound else ''}{value:.2f}".rjust(6)
-
-
-def print_cells(cells: list[Cell]) -> None:
-    print(f"{'rate':>14} {'contestant':13} {'triggers':15} {'p50 s':>6} {'p99 s':>6} {'max s':>6} "
-          f"{'seen/sent':>9} {'input/s':>8} {'gold/input':>10} {'p50 halves':>12} {'batch s b/s/g':>15} "
-          f"{'gen CPU':>7}")
-    for cell in cells:
-        if cell.error:
-            print(f"{cell.rate:>8,.0f} ({cell.fraction:.0%}) {cell.contestant:13} FAILED: {cell.error}")
-            continue
-        half = len(cell.freshness) // 2
-        first, second = cell.freshness[:half], cell.freshness[half:]
-        drift = f"{statistics.median(first):.1f}→{statistics.median(second):.1f}" if half else "-"
-        batches = "/".join(f"{cell.batch_seconds.get(s, math.nan):.1f}" for s in ("bronze", "silver", "gold"))
-        print(f"{cell.rate:>8,.0f} ({cell.fraction:.0%}) {cell.contestant:13} {cell.triggers:15} "
-              f"{seconds(cell.quantile(0.5))} {seconds(cell.quantile(0.99))} {seconds(cell.quantile(1.0))} "
-              f"{len(cell.freshness):>4}/{cell.sent:<4} {cell.input_rate:>8,.0f} "
-              f"{cell.gold_rate / cell.input_rate if cell.input_rate else math.nan:>10.2f} {drift:>12} "
-              f"{batches:>15} {cell.generator_cpu:>7.0%}")
-
-
-def print_ratios(cells: list[Cell]) -> None:
-    by_key: dict[tuple[float, str], dict[str, Cell]] = {}
-    for cell in cells:
-        by_key.setdefault((cell.fraction, cell.triggers), {})[cell.contestant] = cell
-    for (fraction, triggers), pair in by_key.items():
-        ours, theirs = pair.get("deltaflow"), pair.get("hand-written")
-        if not ours or not theirs or ours.error or theirs.error or not ours.sent or not theirs.sent:
-            print(f"  {fraction:.0%} of base, triggers {triggers}: no ratio (a contestant failed)")
-            continue
-        ratios = []
-        for q in (0.5, 0.99):
-            (mine, mine_bound), (other, other_bound) = ours.quantile(q), theirs.quantile(q)
-            sign = {(False, False): "", (True, False): "≥", (False, True): "≤"}.get((mine_bound, other_bound))
-            ratios.append("?" if sign is None else f"{sign}{mine / other:.2f}x")
-        print(f"  {fraction:.0%} of base, triggers {triggers}: deltaflow / hand-written freshness "
-              f"p50 {ratios[0]}, p99 {ratios[1]}  (lower is fresher; >1: deltaflow is staler)")
 
 
 def free_port() -> int:
@@ -695,39 +254,6 @@ def run_cells(spark: Any, bootstrap: str, runs: Runs, base: float, args: argpars
     return cells
 
 
-def print_report(cells: list[Cell], args: argparse.Namespace) -> None:
-    print(f"\nfreshness = commit time of the first gold version holding the probe's row - its produce time; "
-          f"one probe every {args.probe_interval:g} s for {args.duration:g} s per cell (seed-trigger cells: "
-          f">= 3 gold intervals), after {args.settle:g} s of load.\nWith < 100 probes p99 is close to the "
-          "max.")
-    print("deltaflow: examples/clickstream as shipped (silver deduplicates; gold exact countDistinct, "
-          "refreshed by window).\nhand-written: seed 000's three jobs, bronze from Kafka with from_json, no "
-          "dedup, gold in complete mode with approx_count_distinct\n  (approximate: Spark has no streaming "
-          "countDistinct).")
-    print("gold/input: events reaching gold per second during the probes / events produced per second "
-          "(~1.00: kept up; < 1: falling behind).\n"
-          "p50 halves: p50 of the first and second half of the probes (a trend: still catching up, or "
-          "falling behind).\n"
-          "batch s: median duration of the micro-batches of bronze/silver/gold during the probes.\n"
-          "gen CPU: the load generators' CPU, in cores.\n")
-    print_cells(cells)
-    print("\nnote: deltaflow's gold recomputes every silver row of the hours a batch touches (exact distinct "
-          "counts), so its gold batches\ngrow with the rows of the current hour; each cell starts on empty "
-          "tables, i.e. these are the first minutes of an hour.\n")
-    print_ratios(cells)
-    if args.seed_scale:
-        scaled = grid_model(60 * args.seed_scale, 60 * args.seed_scale, 300 * args.seed_scale)
-        real = grid_model(60, 60, 300)
-        print("\nseed triggers: the orders example's processing-time triggers, 1 min (bronze, silver) / "
-              f"5 min (gold), scaled by {args.seed_scale:g} so that a cell sees several gold triggers.\n"
-              "Such triggers fire on a fixed grid and an event waits for the next bronze, then silver, then "
-              "gold trigger: the grid alone (a model, no processing time)\n"
-              f"  gives {scaled[1]:.1f} s mean, {scaled[0]:.1f}-{scaled[2]:.1f} s, at the scaled intervals "
-              "(compare the measured cells above),\n"
-              f"  and {real[1] / 60:.1f} min mean, {real[0] / 60:.1f}-{real[2] / 60:.1f} min, at the real "
-              "ones - not measured here; --seed-scale 1 --duration 900 measures it.")
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--duration", type=float, default=75, help="seconds of probes per cell")
@@ -776,3 +302,4 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+

@@ -1,0 +1,207 @@
+"""The freshness benchmark's contestants (see ``freshness.py``): deltaflow's clickstream example and the
+seed's hand-written jobs, started and stopped the same way, and the trigger model they are judged against.
+"""
+
+from __future__ import annotations
+
+import math
+import shutil
+import statistics
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from freshness_load import GoldLog
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "clickstream"
+GOLD = "gold_hourly_product_metrics"
+# The fields of the generated events (seed 000's event_schema, as in examples/clickstream/silver.py).
+EVENT_SCHEMA = (
+    "event_id STRING, user_id STRING, product_id STRING, event_type STRING, event_timestamp TIMESTAMP, "
+    "revenue DOUBLE, session_id STRING, page STRING, user_agent STRING"
+)
+
+
+# -- the contestants -------------------------------------------------------------------------------------
+
+def grid_model(bronze: float, silver: float, gold: float, steps: int = 200_000) -> tuple[float, float, float]:
+    """Freshness (min, mean, max) that processing-time triggers alone impose, with no processing time.
+
+    Spark fires a processing-time trigger at the multiples of its interval (since the epoch). An event
+    produced at t is read by the next bronze trigger b > t; silver triggers at the same instant as bronze
+    run concurrently and miss that batch, so silver reads it at its next trigger after b, gold at its
+    next trigger after that.
+    """
+    def after(moment: float, interval: float) -> float:
+        return (math.floor(moment / interval + 1e-9) + 1) * interval
+
+    period = 10 * max(bronze, silver, gold)
+    waits = []
+    for i in range(steps):
+        t = (i + 0.5) * period / steps
+        waits.append(after(after(after(t, bronze), silver), gold) - t)
+    return min(waits), statistics.fmean(waits), max(waits)
+
+
+def stage_intervals(scale: float | None) -> dict[str, str] | None:
+    """The seed's orders-style triggers (1 min bronze and silver, 5 min gold) times ``scale``; None: 0."""
+    if scale is None:
+        return None
+    return {stage: f"{round(seconds * scale * 1000)} milliseconds"
+            for stage, seconds in (("bronze", 60), ("silver", 60), ("gold", 300))}
+
+
+class Deltaflow:
+    """examples/clickstream, in process, continuous (per-flow triggers when ``intervals`` are given)."""
+
+    name = "deltaflow"
+
+    def __init__(self, spark: Any, root: Path, bootstrap: str, topic: str,
+                 intervals: dict[str, str] | None = None, max_offsets: int | None = None) -> None:
+        self.spark, self.root, self.bootstrap, self.topic = spark, root, bootstrap, topic
+        self.intervals, self.max_offsets = intervals, max_offsets
+        self.outcomes: list[Any] = []
+
+    def start(self) -> None:
+        from deltaflow.pipeline import Pipeline
+
+        project = self.root / "project"
+        shutil.copytree(EXAMPLE, project, ignore=shutil.ignore_patterns("__pycache__", "data", "storage"))
+        bronze = project / "transformations" / "bronze.py"
+        text = bronze.read_text()
+        patched = text.replace('read_kafka("clicks"', f'read_kafka("{self.topic}"')
+        limit = "max_offsets_per_trigger="
+        if self.max_offsets:
+            patched = patched.replace(f"{limit}50_000", f"{limit}{self.max_offsets}")
+        limited = not self.max_offsets or f"{limit}{self.max_offsets}" in patched
+        if patched.count(self.topic) != 1 or not limited:
+            raise RuntimeError(f"{bronze}: 'read_kafka(\"clicks\", {limit}50_000)' not found")
+        bronze.write_text(patched)
+        if self.intervals:  # per-flow trigger intervals, declared in the spec as a user would
+            stage = {"bronze_clicks": "bronze", "silver_clicks": "silver", GOLD: "gold"}
+            flows = "".join(f"    {name}: {{interval: {self.intervals[part]}}}\n"
+                            for name, part in stage.items())
+            spec = project / "deltaflow.yml"
+            spec.write_text(spec.read_text() + f"  flows:\n{flows}")
+        pipeline = Pipeline.load(project, spark=self.spark,
+                                 env={"DELTAFLOW_STORAGE": str(self.root / "storage"),
+                                      "DELTAFLOW_KAFKA": self.bootstrap})
+        self.gold = Path(pipeline.layout.table(GOLD))
+        self.stopping = threading.Event()
+        self.run = pipeline.start("continuous")
+        self.thread = threading.Thread(target=self._wait, name="deltaflow-run", daemon=True)
+        self.thread.start()
+
+    def _wait(self) -> None:
+        self.outcomes = self.run.wait(self.stopping)
+
+    def stage_queries(self) -> dict[str, Any]:
+        names = {"bronze": "bronze_clicks", "silver": "silver_clicks", "gold": GOLD}
+        return {stage: self.run.queries[name] for stage, name in names.items() if name in self.run.queries}
+
+    def error(self) -> str | None:
+        failed = [f"{o.flow}: {o.error}" for o in self.run.finished.values() if o.state == "failed"]
+        failed += [f"{n}: {q.exception()}" for n, q in self.run.queries.items() if not q.isActive]
+        return "; ".join(failed) or None
+
+    def stop(self) -> str | None:
+        self.stopping.set()
+        self.thread.join()
+        failed = [f"{o.flow}: {o.error}" for o in self.outcomes if o.state == "failed"]
+        return "; ".join(failed) or None
+
+
+class HandWritten:
+    """Seed 000's clickstream jobs (bronze from Kafka as in its Example #2), three queries, one session."""
+
+    name = "hand-written"
+
+    def __init__(self, spark: Any, root: Path, bootstrap: str, topic: str,
+                 intervals: dict[str, str] | None = None, max_offsets: int | None = None) -> None:
+        self.spark, self.root, self.bootstrap, self.topic = spark, root, bootstrap, topic
+        self.intervals, self.max_offsets = intervals, max_offsets
+        self.gold = root / "delta" / "gold" / "hourly_product_metrics"
+        self.queries: list[Any] = []
+
+    def _write(self, df: Any, stage: str, path: Path, mode: str = "append") -> None:
+        writer = (df.writeStream.format("delta").outputMode(mode)
+                  .option("checkpointLocation", str(self.root / "checkpoints" / stage)))
+        if self.intervals:
+            writer = writer.trigger(processingTime=self.intervals[stage])
+        self.queries.append(writer.start(str(path)))
+
+    def start(self) -> None:
+        from pyspark.sql.functions import (
+            approx_count_distinct,
+            col,
+            count,
+            current_timestamp,
+            from_json,
+            to_date,
+            window,
+        )
+        from pyspark.sql.functions import sum as sum_
+
+        spark = self.spark
+        bronze = self.root / "delta" / "bronze" / "clickstream"
+        silver = self.root / "delta" / "silver" / "clickstream"
+        reader = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", self.bootstrap)
+                  .option("subscribe", self.topic).option("startingOffsets", "earliest"))
+        if self.max_offsets:  # only to measure throughput (the seed sets no limit)
+            reader = reader.option("maxOffsetsPerTrigger", str(self.max_offsets))
+        raw_events = (reader.load()
+                      .select(from_json(col("value").cast("string"), EVENT_SCHEMA).alias("e")).select("e.*"))
+        # The seed starts the three jobs against tables that already exist: create them (empty) first.
+        spark.createDataFrame([], raw_events.schema).write.format("delta").save(str(bronze))
+        self._write(raw_events, "bronze", bronze)
+
+        silver_stream = (spark.readStream.format("delta").load(str(bronze))
+                         .filter(col("event_type").isNotNull())
+                         .filter(col("user_id").isNotNull())
+                         .withColumn("event_date", to_date("event_timestamp"))
+                         .withColumn("processed_at", current_timestamp()))
+        spark.createDataFrame([], silver_stream.schema).write.format("delta").save(str(silver))
+        self._write(silver_stream, "silver", silver)
+
+        hourly_metrics = (spark.readStream.format("delta").load(str(silver))
+                          .withWatermark("event_timestamp", "1 hour")
+                          .groupBy(window("event_timestamp", "1 hour"), "product_id")
+                          .agg(count("*").alias("view_count"),
+                               approx_count_distinct("user_id").alias("unique_users"),  # countDistinct: n/a
+                               sum_("revenue").alias("total_revenue")))
+        self._write(hourly_metrics, "gold", self.gold, mode="complete")
+
+    def stage_queries(self) -> dict[str, Any]:
+        return dict(zip(("bronze", "silver", "gold"), self.queries, strict=False))
+
+    def error(self) -> str | None:
+        return "; ".join(f"{q.name or q.id}: {q.exception()}" for q in self.queries if not q.isActive) or None
+
+    def stop(self) -> str | None:
+        for query in self.queries:  # upstream first, each between two batches (as deltaflow stops)
+            deadline = time.monotonic() + 60
+            while query.isActive and query.status.get("isTriggerActive") and time.monotonic() < deadline:
+                time.sleep(0.02)
+            query.stop()
+        return "; ".join(str(q.exception()) for q in self.queries if q.exception() is not None) or None
+
+
+Contestant = type[Deltaflow] | type[HandWritten]
+
+
+def wait_for(log: GoldLog, job: Deltaflow | HandWritten, done: Callable[[], bool], timeout: float,
+             what: str, poll: float = 0.5) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        log.advance()
+        if done():
+            return
+        if (error := job.error()) is not None:
+            raise RuntimeError(f"{job.name} failed while waiting for {what}: {error}")
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{job.name}: no {what} within {timeout:.0f} s")
+        time.sleep(poll)
+
+
