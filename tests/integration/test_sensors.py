@@ -29,6 +29,7 @@ from deltaflow.dev.sensors import sensor_reading
 from deltaflow.dev.topics import create_topic
 from deltaflow.errors import ConfigError
 from deltaflow.pipeline import Pipeline
+from deltaflow.storage import StorageLayout
 from helpers import cli
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "sensors"
@@ -46,7 +47,7 @@ def buggy(definitions: str) -> str:
 
 
 def table(storage: Path, name: str) -> list[dict[str, Any]]:
-    return DeltaTable(str(storage / "tables" / name)).to_pyarrow_table().to_pylist()
+    return DeltaTable(StorageLayout(str(storage)).table(name)).to_pyarrow_table().to_pylist()
 
 
 def expected(raw: list[dict[str, Any]]) -> tuple[list[tuple[Any, ...]], set[tuple[int, int]]]:
@@ -109,14 +110,14 @@ def test_rewound_stage_2_bug_leaves_no_trace(spark, kafka_bootstrap, tmp_path, m
     restore = rewind_module._restore
 
     def dies_at_the_table(spark: Any, path: str, version: int) -> None:
-        if path.endswith("/tables/sensor_readings"):
+        if path == StorageLayout(str(storage)).table("sensor_readings"):
             raise KeyboardInterrupt
         restore(spark, path, version)
 
     monkeypatch.setattr(rewind_module, "_restore", dies_at_the_table)
     assert cli(capsys, *command).returncode != 0
     monkeypatch.setattr(rewind_module, "_restore", restore)
-    assert (storage / "_rewind" / "sensor_readings.json").is_file()  # recorded: the next call finishes it
+    assert StorageLayout(str(storage)).rewound_tables() == ["sensor_readings"]  # the next call finishes it
     rewound = cli(capsys, *command)
     assert rewound.returncode == 0, rewound.stderr
     assert "finishing the rewind" in rewound.stderr

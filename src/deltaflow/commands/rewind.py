@@ -134,8 +134,8 @@ def finish_rewinds(spark: SparkSession, layout: StorageLayout,
                    on_message: Callable[[str], None] = lambda m: None) -> list[Rewind]:
     """Finish every rewind an earlier call left unfinished (a run calls this before its flows start)."""
     finished = []
-    for name in layout.fs.list(layout.rewinds):
-        text = layout.fs.read_text(f"{layout.rewinds}/{name}") if name.endswith(".json") else None
+    for table in layout.rewound_tables():
+        text = layout.fs.read_text(layout.rewind_record(table))
         if text is not None:
             rewind = Rewind.of_json({**json.loads(text), "resumed": True})
             on_message(f"{rewind.table}: finishing the rewind to version {rewind.version} left unfinished")
@@ -202,9 +202,13 @@ def _same_target(layout: StorageLayout, rewind: Rewind, version: int | None,
     """Whether ``version`` / ``timestamp`` name the version ``rewind`` went back to."""
     if timestamp is None:
         return version == rewind.version
-    moment = timestamp if timestamp.tzinfo else timestamp.replace(tzinfo=UTC)
-    before = [v.version for v in table_history(layout, rewind.table, limit=0) if v.timestamp <= moment]
-    return max(before, default=None) == rewind.version
+    return _version_at(table_history(layout, rewind.table, limit=0), timestamp) == rewind.version
+
+
+def _version_at(history: list[TableVersion], moment: datetime) -> int | None:
+    """The newest version in ``history`` committed at or before ``moment`` (naive: UTC)."""
+    moment = moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+    return max((v.version for v in history if v.timestamp <= moment), default=None)
 
 
 def _check_rewindable(resolver: Resolver, table: str) -> None:
@@ -226,13 +230,11 @@ def _target_version(table: str, history: list[TableVersion], version: int | None
         raise ConfigError("give a version or a timestamp to rewind to, not both", location="rewind")
     latest, oldest = history[0], history[-1]
     if timestamp is not None:
-        moment = timestamp if timestamp.tzinfo else timestamp.replace(tzinfo=UTC)
-        before = [v.version for v in history if v.timestamp <= moment]
-        if not before:
-            raise ConfigError(f"'{table}' has no version from {moment.isoformat()} or before; its log "
+        version = _version_at(history, timestamp)
+        if version is None:
+            raise ConfigError(f"'{table}' has no version from {timestamp.isoformat()} or before; its log "
                               f"starts at version {oldest.version} ({oldest.timestamp.isoformat()})",
                               location="rewind")
-        version = max(before)
     assert version is not None
     if version >= latest.version:
         raise ConfigError(f"'{table}' is at version {latest.version}; nothing to rewind to {version}",

@@ -219,12 +219,11 @@ class StorageLayout:
 
     def rewind_record(self, table: str) -> str:
         """The record of an unfinished rewind of ``table``."""
-        return f"{self.rewinds}/{table}.json"
+        return f"{self.root}/_rewind/{table}.json"
 
-    @property
-    def rewinds(self) -> str:
-        """The folder of the unfinished rewinds' records."""
-        return f"{self.root}/_rewind"
+    def rewound_tables(self) -> list[str]:
+        """The tables with an unfinished rewind."""
+        return [n.removesuffix(".json") for n in self.fs.list(f"{self.root}/_rewind") if n.endswith(".json")]
 
     @staticmethod
     def replay_app_id(table: str, replay_id: str) -> str:
