@@ -13,6 +13,7 @@
     deltaflow quarantine replay TABLE [--where SQL]    re-feed them once the schema or rule is fixed
     deltaflow demo [--example clickstream|orders|fraud|customers_cdc|sensors] [--seconds 60] [--rate 1000]
     deltaflow kafka start|stop|status [--port 19092]
+    deltaflow s3 start|stop|status [--port 19000] [--bucket lake]
 
 Every verb that reads a pipeline takes ``--spec`` (default: the nearest ``deltaflow.yml`` upward).
 ``-v/--verbose`` shows Spark's own log (``$DELTAFLOW_LOG_LEVEL`` sets its level; default: errors only).
@@ -39,6 +40,7 @@ import typer
 from deltaflow.cli_shared import JsonOption, SpecOption, err, load, out, say
 from deltaflow.cli_tables import TABLE_VERBS
 from deltaflow.dev.kafka_cli import PortOption, kafka_app
+from deltaflow.dev.s3_cli import s3_app
 from deltaflow.errors import DeltaflowError
 
 if TYPE_CHECKING:
@@ -49,6 +51,7 @@ app = typer.Typer(
     no_args_is_help=True, pretty_exceptions_enable=False, add_completion=False,
 )
 app.add_typer(kafka_app, name="kafka")
+app.add_typer(s3_app, name="s3")
 for verb in TABLE_VERBS:
     app.command()(verb)
 
@@ -130,6 +133,7 @@ def run(
         raise typer.BadParameter("choose one of --available-now, --continuous, --once")
     mode = modes[0] if modes else None
     pipeline = load(spec)
+    pipeline.storage()  # a wrong endpoint or bucket: one line, before anything starts
     plan = RunPlan(refresh=_names(refresh) or None, full_refresh=_names(full_refresh),
                    full_refresh_all=full_refresh_all)
     say(f"deltaflow: pipeline '{pipeline.name}', {len(pipeline.graph.flows)} flow(s), "

@@ -76,6 +76,18 @@ class FlowError(DeltaflowError):
     code = "DF-FLOW"
 
 
+class StorageError(DeltaflowError):
+    """The pipeline's storage cannot be reached: endpoint, credentials, bucket."""
+
+    code = "DF-STORAGE"
+
+
+class LeaseError(DeltaflowError):
+    """A table is held by another run (one writing run per table), or this run lost its hold."""
+
+    code = "DF-LEASE"
+
+
 class KafkaBrokerError(DeltaflowError):
     """The embedded Kafka broker failed to start, stop or answer."""
 

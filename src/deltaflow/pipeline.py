@@ -67,6 +67,8 @@ class Pipeline:
         self.spark_conf = dict(spark_conf or {})
         self._spark = spark
         self._graph: PipelineGraph | None = None
+        self._storage_checked = False
+        self._keys_given = False  # the spec's s3 keys, given to a session started elsewhere
 
     @classmethod
     def load(cls, spec: Path | str | None = None, *, env: Mapping[str, str] | None = None,
@@ -92,6 +94,18 @@ class Pipeline:
         """The pipeline's name."""
         return self.spec.name
 
+    def storage(self) -> StorageLayout:
+        """The storage layout, once the storage has answered (checked on first call, before any write).
+
+        Raises:
+            StorageError: One line naming the endpoint, the credentials or the bucket at fault.
+
+        """
+        if not self._storage_checked:
+            self.layout.check()
+            self._storage_checked = True
+        return self.layout
+
     # -- Spark and the definitions ------------------------------------------------------------------------
 
     def session(self) -> SparkSession:
@@ -100,6 +114,11 @@ class Pipeline:
             from deltaflow.runtime.session import build_session
 
             self._spark = build_session(self.spec, extra=self.spark_conf)
+        elif self.spec.s3 is not None and not self._keys_given:
+            from deltaflow.runtime.session import use_storage_keys
+
+            use_storage_keys(self._spark, self.spec)
+            self._keys_given = True
         return self._spark
 
     @property
@@ -161,9 +180,10 @@ class Pipeline:
         from deltaflow.runtime.runner import PipelineRun
         from deltaflow.runtime.triggers import flow_triggers
 
+        layout = self.storage()  # before Spark: a wrong endpoint or bucket is one line, nothing written
         trigger = self.trigger(mode, interval)
         graph = self.graph
-        finish_rewinds(self.session(), self.layout, on_message or (lambda message: None))
+        finish_rewinds(self.session(), layout, on_message or (lambda message: None))
         if plan is not None:
             plan.check(graph)
         run = PipelineRun(self.context(), graph, trigger, on_batch=on_batch, plan=plan,
@@ -202,6 +222,7 @@ class Pipeline:
         """
         from deltaflow.commands.replay import replay_quarantine
 
+        self.storage()
         return replay_quarantine(self.resolve(), table, where)
 
     def rewind(self, table: str, version: int | None = None, timestamp: datetime | None = None, *,
@@ -220,6 +241,7 @@ class Pipeline:
             except ConfigError:  # never ran
                 return set()
 
+        self.storage()
         return rewind_table(self.resolve(), table, version, timestamp, running,
                             on_message or (lambda message: None))
 
@@ -231,6 +253,7 @@ class Pipeline:
         """
         from deltaflow.commands.vacuum import vacuum_table
 
+        self.storage()
         resolver = self.resolve()
         return [vacuum_table(resolver, name, retain, dry_run, stopped) for name in tables or self.tables()]
 
@@ -242,6 +265,7 @@ class Pipeline:
         """
         from deltaflow.commands.optimize import optimize_table
 
+        self.storage()
         context, orders = self.context(), self.spec.maintenance.zorder
         return [optimize_table(context, name, orders.get(name, ()) if zorder is None else zorder, where)
                 for name in tables or self.tables()]
@@ -256,22 +280,22 @@ class Pipeline:
         """Each flow's state, last batch, rates and backlog, from the event log."""
         from deltaflow.commands.status import pipeline_status
 
-        return pipeline_status(self.spec, self.layout)
+        return pipeline_status(self.spec, self.storage())
 
     def changes(self, table: str, start: int = 0, end: int | None = None) -> list[dict[str, Any]]:
         """``table``'s Change Data Feed rows between versions ``start`` and ``end`` (default: latest)."""
         from deltaflow.commands.changes import table_changes
 
-        return table_changes(self.layout, table, start, end)
+        return table_changes(self.storage(), table, start, end)
 
     def history(self, table: str, limit: int = 20) -> list[TableVersion]:
         """``table``'s newest ``limit`` versions (0: all), each with the flow and batch that wrote it."""
         from deltaflow.commands.history import table_history
 
-        return table_history(self.layout, table, limit)
+        return table_history(self.storage(), table, limit)
 
     def quarantine(self, table: str, samples: int = 3) -> QuarantineReport:
         """``table``'s quarantined rows counted by reason, with samples."""
         from deltaflow.commands.quarantine import quarantine_report
 
-        return quarantine_report(self.layout, table, samples)
+        return quarantine_report(self.storage(), table, samples)

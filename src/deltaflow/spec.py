@@ -17,6 +17,11 @@ Example ``deltaflow.yml``::
       mode: continuous
       interval: 5 seconds
       flows: {gold_daily_sales: {interval: 5 minutes}}   # per-flow override
+    s3:                                 # for storage: s3a://bucket/prefix (see S3Spec)
+      endpoint: ${S3_ENDPOINT:-http://127.0.0.1:19000}
+      access_key: ${AWS_ACCESS_KEY_ID}
+      secret_key: ${AWS_SECRET_ACCESS_KEY}
+      path_style: true
     maintenance:                        # carried out by every run, beside the flows
       optimize_every: 100               # compact a table after this many batches written to it
       zorder: {silver_clicks: [user_id]}
@@ -47,6 +52,7 @@ SPEC_NAMES = ("deltaflow.yml", "deltaflow.yaml")
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 _INTERVAL = re.compile(r"^\s*\d+(\.\d+)?\s*(ms|millisecond|second|minute|hour)s?\s*$", re.IGNORECASE)
 REDACTED = "***"
+_ALWAYS_SECRET = frozenset({"s3.access_key", "s3.secret_key"})
 
 TriggerMode = Literal["available_now", "continuous", "once"]
 
@@ -126,6 +132,29 @@ class MaintenanceSpec(_Strict):
     _durations = field_validator("optimize_interval", "vacuum_every")(_check_duration)
 
 
+class S3Spec(_Strict):
+    """How to reach S3 or an S3-compatible server for ``storage: s3a://bucket/prefix``.
+
+    Each key reaches Spark (``spark.hadoop.fs.s3a.*``) and the JVM-free readers alike. Leave out the keys
+    for AWS's defaults (its endpoint, the default credential chain); ``access_key`` and ``secret_key`` are
+    never printed.
+    """
+
+    endpoint: str | None = None
+    region: str = "us-east-1"
+    access_key: str | None = None
+    secret_key: str | None = None
+    path_style: bool = False
+
+
+class LeaseSpec(_Strict):
+    """How long a run's hold on each table it writes outlives the run's last renewal (a crashed run)."""
+
+    ttl: str = "30 seconds"
+
+    _ttl_is_duration = field_validator("ttl")(_check_duration)
+
+
 class Spec(_Strict):
     """A validated ``deltaflow.yml``. Build it with :func:`load_spec`."""
 
@@ -137,6 +166,8 @@ class Spec(_Strict):
     kafka: KafkaSpec = Field(default_factory=KafkaSpec)
     trigger: TriggerSpec = Field(default_factory=TriggerSpec)
     maintenance: MaintenanceSpec = Field(default_factory=MaintenanceSpec)
+    s3: S3Spec | None = None
+    lease: LeaseSpec = Field(default_factory=LeaseSpec)
 
     _path: Path | None = PrivateAttr(default=None)
     _secrets: frozenset[str] = PrivateAttr(default=frozenset())
@@ -177,11 +208,11 @@ class Spec(_Strict):
 
     def is_secret(self, dotted: str) -> bool:
         """True when the value at ``dotted`` (e.g. ``kafka.options.sasl.password``) came from ``${ENV}``."""
-        return dotted in self._secrets
+        return dotted in self._secrets or dotted in _ALWAYS_SECRET
 
     def redacted(self) -> dict[str, Any]:
         """The spec as a dict, safe to print: values that came from ``${ENV}`` are replaced by ``***``."""
-        shown: dict[str, Any] = _redact(self.model_dump(), self._secrets, "")
+        shown: dict[str, Any] = _redact(self.model_dump(), self._secrets | _ALWAYS_SECRET, "")
         return shown
 
 

@@ -40,11 +40,10 @@ def quarantine_report(layout: StorageLayout, table: str, samples: int = 3) -> Qu
         ConfigError: ``table`` has no quarantine (it has no quarantine rules, or never quarantined a row).
 
     """
-    from deltalake import DeltaTable
     from deltalake.exceptions import TableNotFoundError
 
     try:
-        delta = DeltaTable(layout.quarantine(table))
+        delta = layout.open_table(layout.quarantine(table))
     except TableNotFoundError:
         known = layout.quarantined_tables()
         raise ConfigError(f"table '{table}' has no quarantine{suggest(table, known)}",

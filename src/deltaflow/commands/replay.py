@@ -66,10 +66,9 @@ def pending_replay(layout: StorageLayout, table: str) -> ReplayIntent | None:
 
 def start_replay(resolver: Resolver, table: str, where: str | None) -> ReplayIntent:
     """Record a replay of the rows of ``table``'s quarantine matching ``where``, as the quarantine is now."""
-    from deltalake import DeltaTable
-
     layout = resolver.context.layout
-    intent = ReplayIntent(uuid.uuid4().hex, table, DeltaTable(layout.quarantine(table)).version(), where)
+    version = layout.open_table(layout.quarantine(table)).version()
+    intent = ReplayIntent(uuid.uuid4().hex, table, version, where)
     layout.fs.write_text(layout.replay_record(table), json.dumps(asdict(intent)))
     return intent
 

@@ -265,10 +265,8 @@ def _with_tombstones(resolver: Resolver, table: str, move: FlowRewind) -> FlowRe
 
 def _restore_point(layout: StorageLayout, path: str, moves: list[FlowRewind]) -> int | None:
     """The version of the table at ``path`` before the first commit of a batch ``moves`` run again."""
-    from deltalake import DeltaTable
-
     kept = {(m.flow, m.source_generation): m.batch for m in moves}
-    history = log_history(layout, path, DeltaTable(path).version(), {})
+    history = log_history(layout, path, layout.open_table(path).version(), {})
     undone = [v.version for v in history if v.batch_id is not None
               and v.batch_id > kept.get((v.flow or "", v.generation or 0), v.batch_id)]
     if not undone:
@@ -294,9 +292,7 @@ def _check_sources(resolver: Resolver, table: str, move: FlowRewind) -> None:
 
 def _check_restorable(layout: StorageLayout, path: str, version: int) -> None:
     """Refuse a version whose data files were vacuumed (RESTORE would fail half-way through)."""
-    from deltalake import DeltaTable
-
-    missing = [uri for uri in DeltaTable(path, version=version).file_uris() if not layout.fs.exists(uri)]
+    missing = [uri for uri in layout.open_table(path, version).file_uris() if not layout.fs.exists(uri)]
     if missing:
         raise ConfigError(f"version {version} of {path} cannot be restored: {len(missing)} of its files "
                           f"were vacuumed (e.g. {missing[0]})", location="rewind",

@@ -73,11 +73,10 @@ def pipeline_status(spec: Spec, layout: StorageLayout, now: datetime | None = No
         ConfigError: The pipeline has not run yet (no event log).
 
     """
-    from deltalake import DeltaTable
     from deltalake.exceptions import TableNotFoundError
 
     try:
-        log = DeltaTable(layout.event_log)
+        log = layout.open_table(layout.event_log)
     except TableNotFoundError:
         raise ConfigError(f"no event log in {layout.root}: the pipeline has not run yet",
                           hint="run it with 'deltaflow run'") from None

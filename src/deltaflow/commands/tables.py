@@ -27,11 +27,10 @@ def open_table(layout: StorageLayout, table: str) -> DeltaTable:
         ConfigError: No such table (yet), naming the tables there are.
 
     """
-    from deltalake import DeltaTable
     from deltalake.exceptions import TableNotFoundError
 
     try:
-        return DeltaTable(layout.table(table))
+        return layout.open_table(layout.table(table))
     except TableNotFoundError:
         known = layout.table_names()
         raise ConfigError(f"no table '{table}' in {layout.tables}{suggest(table, known)}",

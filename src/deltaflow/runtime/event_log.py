@@ -64,7 +64,8 @@ def _schema() -> pa.Schema:
     return pa.schema([pa.field(f.name, types.get(f.name, pa.string())) for f in fields(BatchEvent)])
 
 
-def delta_versions_behind(sources: Iterable[Mapping[str, Any]]) -> int | None:
+def delta_versions_behind(sources: Iterable[Mapping[str, Any]],
+                          storage_options: Mapping[str, str] | None = None) -> int | None:
     """How many committed versions of its Delta sources a batch left unread (None: no Delta source).
 
     Open-source Delta reports no backlog metrics, so the source tables' logs are read (with deltalake).
@@ -85,7 +86,7 @@ def delta_versions_behind(sources: Iterable[Mapping[str, Any]]) -> int | None:
         if match is None or not isinstance(end, dict):
             continue
         try:
-            latest = DeltaTable(match.group(1)).version()
+            latest = DeltaTable(match.group(1), storage_options=dict(storage_options or {}) or None).version()
         except Exception:  # the source table may be gone; the log must not fail for it
             continue
         behind = (behind or 0) + max(0, latest - int(end["reservoirVersion"]) + 1)
@@ -149,11 +150,14 @@ class EventLog:
         path: The event log's table (``StorageLayout.event_log``).
         pipeline: The pipeline's name (a column, so several pipelines may share a log reader).
         run_id: This run's id (default: a new one).
+        storage_options: ``deltalake``'s options for ``path`` (S3 keys).
 
     """
 
-    def __init__(self, path: str, pipeline: str, run_id: str | None = None) -> None:
+    def __init__(self, path: str, pipeline: str, run_id: str | None = None,
+                 storage_options: Mapping[str, str] | None = None) -> None:
         self.path = path
+        self.storage_options = dict(storage_options or {}) or None
         self.pipeline = pipeline
         self.run_id = run_id or uuid.uuid4().hex
         self._queue: queue.Queue[BatchEvent | None] = queue.Queue()
@@ -211,9 +215,11 @@ class EventLog:
             rows = [asdict(e) for e in events]
             for row in rows:
                 if row["kind"] == "batch":
-                    row["delta_versions_behind"] = delta_versions_behind(json.loads(row["sources"]))
+                    row["delta_versions_behind"] = delta_versions_behind(json.loads(row["sources"]),
+                                                                         self.storage_options)
             table = pa.Table.from_pylist(rows, schema=_schema())
-            write_deltalake(self.path, table, mode="append", schema_mode="merge")  # logs of older versions
+            write_deltalake(self.path, table, mode="append", schema_mode="merge",  # logs of older versions
+                            storage_options=self.storage_options)
         except Exception as exc:  # the log must never stop a flow; the run reports it at the end
             self.error = exc
 

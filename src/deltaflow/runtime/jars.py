@@ -2,7 +2,8 @@
 
 Two groups, each described by a Maven POM shipped in ``runtime/jvm/``:
 
-* ``spark``: Delta Lake and the Spark Kafka connector, loaded into the Spark driver;
+* ``spark``: Delta Lake, the Spark Kafka connector and Hadoop's S3A, loaded into the Spark driver, plus
+  deltaflow's own S3 log store (``runtime/jvm/java``), compiled here with the JDK's ``javac``;
 * ``kafka-broker``: the Apache Kafka broker that ``deltaflow kafka start`` runs on loopback.
 
 ``deltaflow setup`` (run by ``make setup``) calls :func:`resolve_jars`; nothing is downloaded at run time.
@@ -49,8 +50,13 @@ def _pom_text(group: str) -> str:
     return (resources.files("deltaflow.runtime") / "jvm" / _POMS[group]).read_text()
 
 
+def _java_sources() -> list[Path]:
+    return sorted(Path(str(resources.files("deltaflow.runtime") / "jvm" / "java")).rglob("*.java"))
+
+
 def _stamp_for(group: str) -> str:
-    return hashlib.sha256(_pom_text(group).encode()).hexdigest()
+    text = _pom_text(group) + ("".join(p.read_text() for p in _java_sources()) if group == "spark" else "")
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def is_resolved(group: str) -> bool:
@@ -104,12 +110,30 @@ def resolve_jars(force: bool = False, log: Callable[[str], None] = print) -> Non
                 for jar in out.glob("*.jar"):
                     if _artifact(jar.name) in provided:
                         jar.unlink()
+                _compile_java(out, Path(tmp) / "classes")
             (out / _STAMP).write_text(_stamp_for(group))
             target = jar_dir(group)
             shutil.rmtree(target, ignore_errors=True)
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.move(str(out), target)
         log(f"jars: {group} -> {target} ({len(list(target.glob('*.jar')))} jars)")
+
+
+def _compile_java(jar_folder: Path, classes: Path) -> None:
+    """Compile deltaflow's JVM classes against the jars in ``jar_folder`` and pyspark's, into a jar there."""
+    import pyspark
+
+    javac, jar = shutil.which("javac"), shutil.which("jar")
+    if javac is None or jar is None:
+        raise SetupError("the JDK's 'javac' and 'jar' are not on PATH", hint="install a JDK 17+, not a JRE")
+    hadoop = (Path(pyspark.__file__).parent / "jars").glob("hadoop-client-*.jar")
+    classpath = [*jar_folder.glob("*.jar"), *hadoop]
+    for command in ([javac, "--release", "17", "-d", str(classes), "-cp", ":".join(map(str, classpath)),
+                     *map(str, _java_sources())],
+                    [jar, "cf", str(jar_folder / "deltaflow-storage.jar"), "-C", str(classes), "."]):
+        proc = subprocess.run(command, capture_output=True, text=True, check=False)
+        if proc.returncode != 0:
+            raise SetupError(f"{Path(command[0]).name} failed: {(proc.stderr or proc.stdout).strip()[:400]}")
 
 
 def jars(group: str) -> list[Path]:

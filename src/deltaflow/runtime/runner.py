@@ -19,20 +19,21 @@ from __future__ import annotations
 
 import queue
 import threading
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from deltaflow.errors import ConfigError, FlowError, first_line
+from deltaflow.errors import ConfigError, FlowError, LeaseError, first_line
 from deltaflow.graph import suggest
 from deltaflow.resolve.resolver import Resolver
 from deltaflow.runtime.event_log import EventLog, end_event, event_log_listener
 from deltaflow.runtime.maintenance import Maintainer
 from deltaflow.runtime.refresh import FullRefresh
+from deltaflow.runtime.stopping import stop_between_batches
 from deltaflow.runtime.triggers import Trigger
 from deltaflow.sinks.tables import ensure_table, replace_rows
 from deltaflow.sinks.writer import FlowWriters
+from deltaflow.storage.lease import TableLeases, lease_ttl
 
 if TYPE_CHECKING:
     from pyspark.sql.streaming.query import StreamingQuery
@@ -142,16 +143,24 @@ class PipelineRun:
         self._progress: queue.SimpleQueue[dict[str, Any]] = queue.SimpleQueue()  # from Spark's listener
         self._schema_restarts: dict[str, int] = {}
         self._ended: set[str] = set()  # flows whose query has ended and been looked at
-        self.event_log = EventLog(self.layout.event_log, self.spec.name)
+        self.event_log = EventLog(self.layout.event_log, self.spec.name,
+                                  storage_options=self.layout.storage_options)
         self._listener = event_log_listener(self.event_log, self._progress.put)
+        self.leases = TableLeases(self.layout, self.spec.name, self.event_log.run_id,
+                                  lease_ttl(self.spec.lease.ttl))
 
     # -- starting ---------------------------------------------------------------------------------------
 
     def start(self) -> None:
         """Resolve the graph, create tables, do full refreshes, and start the flows that can start."""
         self.spark.streams.addListener(self._listener)
+        # One writing run per table: refused before anything is written (a part's tables are known once
+        # the graph is resolved; resolving creates only tables that do not exist).
+        self.leases.acquire(self._selected() if self.plan.refresh is None else ())
         self.resolver.resolve()
         selected = self._selected()
+        self.leases.acquire(selected)
+        self.leases.start_renewing()
         for dataset in self._full_refresh_set(selected):
             self._full_refresh(dataset)
         self.pending = [f.name for d in self.resolver.order() if d in selected
@@ -291,15 +300,21 @@ class PipelineRun:
             self._restart_after_schema_changes(stop)
             self._start_ready(stop)
             self.maintainer.tick()
+            if self.leases.lost:  # another run writes these tables now: stop at once, not between batches
+                self.stop(grace_seconds=0)
+                stop.set()
             if not (self.pending or any(q.isActive for n, q in self.queries.items() if n not in self._ended)):
                 break
-            if stop.wait(POLL_SECONDS):
+            if self.leases.lost or stop.wait(POLL_SECONDS):
                 self.stop(grace_seconds)
                 break
         self.maintainer.close(cancel=stop.is_set())
         outcomes = self.outcomes(stopped=stop.is_set())
         self._close_event_log(outcomes)
         self.poll_progress()  # the last batches, which the event log has waited for
+        self.leases.release()
+        if self.leases.lost:
+            raise LeaseError(self.leases.lost, hint="this run stopped; start it again once the other ends")
         return outcomes
 
     def _restart_after_schema_changes(self, stop: threading.Event) -> None:
@@ -339,26 +354,8 @@ class PipelineRun:
                             f"{first_line(self.event_log.error)}")
 
     def stop(self, grace_seconds: float = 120.0) -> None:
-        """Stop every query once the batch it was writing when asked (if any) has committed.
-
-        Under steady input the next trigger starts the moment a batch commits, so "between batches" is an
-        instant no poll can hit; instead each query is stopped as soon as a new batch has committed. A batch
-        started in that instant is cancelled before its commit and replayed by the next run (its offsets
-        are in the checkpoint), so nothing is lost or written twice.
-        """
-        deadline = time.monotonic() + grace_seconds
-        busy = {name: _last_batch(q) for name, q in self.queries.items()
-                if q.isActive and q.status.get("isTriggerActive")}
-        while busy and time.monotonic() < deadline:
-            for name, last in list(busy.items()):
-                query = self.queries[name]
-                idle = not query.isActive or not query.status.get("isTriggerActive")
-                if idle or _last_batch(query) != last:
-                    query.stop()
-                    del busy[name]
-            time.sleep(0.02)
-        for query in self.queries.values():
-            query.stop()
+        """Stop every query between batches (see :func:`~deltaflow.runtime.stopping.stop_between_batches`)."""
+        stop_between_batches(self.queries, grace_seconds)
 
     def outcomes(self, stopped: bool) -> list[FlowOutcome]:
         """The state each flow ended in, in definition order."""
@@ -382,6 +379,7 @@ class PipelineRun:
         self.stop()
         self.maintainer.close(cancel=True)
         self._close_event_log([])
+        self.leases.release()
 
     def finish(self, stop: threading.Event) -> list[FlowOutcome]:
         """Wait (see :meth:`wait`), and raise :class:`FlowError` naming every failed flow."""
@@ -392,7 +390,3 @@ class PipelineRun:
             raise FlowError(f"{len(failed)} flow(s) failed: {names}")
         return outcomes
 
-
-def _last_batch(query: StreamingQuery) -> tuple[int, str] | None:
-    progress = query.lastProgress
-    return (progress.batchId, progress.timestamp) if progress is not None else None

@@ -1,9 +1,9 @@
 """The SparkSession factory: local and fast by default, any Spark conf from the spec.
 
 Defaults (each overridable from the spec's ``configuration``): ``spark.master=local[*]``, shuffle
-partitions equal to the cores, UI off, Delta's SQL extension and catalog, the Delta and Kafka-connector
-jars from deltaflow's cache, driver logging at ERROR (``$DELTAFLOW_LOG_LEVEL``, set by ``deltaflow -v``,
-changes it).
+partitions equal to the cores, UI off, Delta's SQL extension and catalog, the Delta, Kafka-connector and
+S3A jars from deltaflow's cache, S3A pointed at the spec's ``s3:``, driver logging at ERROR
+(``$DELTAFLOW_LOG_LEVEL``, set by ``deltaflow -v``, changes it).
 
 Example:
     >>> spark = build_session(spec)  # doctest: +SKIP
@@ -20,6 +20,7 @@ from importlib import resources
 from typing import TYPE_CHECKING
 
 from deltaflow.runtime.jars import jars
+from deltaflow.storage.s3 import hadoop_conf
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -44,6 +45,9 @@ def default_conf(layout: StorageLayout | None = None) -> dict[str, str]:
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
         "spark.sql.session.timeZone": "UTC",
+        # Several drivers may commit to one S3 table: see io.deltaflow.storage.S3ConditionalLogStore.
+        "spark.delta.logStore.s3a.impl": "io.deltaflow.storage.S3ConditionalLogStore",
+        "spark.delta.logStore.s3.impl": "io.deltaflow.storage.S3ConditionalLogStore",
         "spark.driver.memory": "2g",
         # -Xss: Spark matches a regex over the Python traceback of a foreachBatch interrupted by a stop;
         # the regex recurses per character and overflows the default 1 MB thread stack.
@@ -59,6 +63,17 @@ def default_conf(layout: StorageLayout | None = None) -> dict[str, str]:
     if layout is not None and layout.is_local:
         conf["spark.sql.warehouse.dir"] = layout.warehouse
     return conf
+
+
+def use_storage_keys(spark: SparkSession, spec: Spec) -> None:
+    """Give a session started elsewhere (a notebook's, the tests') the spec's ``s3:`` keys.
+
+    They go into the Hadoop configuration; S3A reads it when it first opens a bucket, so a session that
+    already opened one keeps the keys it opened it with.
+    """
+    hadoop = spark.sparkContext._jsc.hadoopConfiguration()
+    for key, value in hadoop_conf(spec.s3).items():
+        hadoop.set(key.removeprefix("spark.hadoop."), value)
 
 
 def build_session(spec: Spec | None = None, extra: dict[str, str] | None = None) -> SparkSession:
@@ -78,6 +93,7 @@ def build_session(spec: Spec | None = None, extra: dict[str, str] | None = None)
     conf = default_conf(StorageLayout.of(spec) if spec else None)
     if spec is not None:
         conf["spark.app.name"] = f"deltaflow:{spec.name}"
+        conf.update(hadoop_conf(spec.s3))
         conf.update(spec.spark_conf)
     conf.update(extra or {})
     builder = SparkSession.builder

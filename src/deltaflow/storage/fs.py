@@ -1,8 +1,8 @@
 """The filesystem deltaflow's own files go through: checkpoint folders, refresh and replay records.
 
 Delta tables are read and written by Spark or ``deltalake``, which know every store. The files deltaflow
-keeps beside them go through :class:`FileSystem`: a handful of operations, so that a store is one class.
-Only local storage (a plain path or ``file://``) has one today.
+keeps beside them go through :class:`FileSystem`: a handful of operations, so that a store is one class:
+:class:`LocalFileSystem` (a plain path or ``file://``) and :class:`~deltaflow.storage.s3.S3FileSystem`.
 
 Example:
     >>> import tempfile
@@ -16,13 +16,20 @@ Example:
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
 import os
 import shutil
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from deltaflow.errors import ConfigError
+
+if TYPE_CHECKING:
+    from deltaflow.spec import S3Spec
 
 
 class FileSystem(Protocol):
@@ -33,6 +40,16 @@ class FileSystem(Protocol):
 
     def write_text(self, path: str, text: str) -> None:
         """Write the file atomically (readers see the old content or the new, never a part), with parents."""
+
+    def read_versioned(self, path: str) -> tuple[str, str] | None:
+        """The file's text and a token naming this content (for :meth:`write_if`), or None."""
+
+    def write_if(self, path: str, text: str, token: str | None) -> str | None:
+        """Write the file only if it still holds ``token``'s content (None: only if there is no file).
+
+        The compare-and-swap of the table leases: of two writers racing from the same token, one wins.
+        Returns the new content's token, or None when the file had changed (nothing written).
+        """
 
     def list(self, path: str) -> list[str]:
         """The names in folder ``path``, sorted ([] when there is no such folder)."""
@@ -72,6 +89,18 @@ class LocalFileSystem:
         partial.write_text(text)
         os.replace(partial, target)
 
+    def read_versioned(self, path: str) -> tuple[str, str] | None:  # noqa: D102
+        text = self.read_text(path)
+        return None if text is None else (text, hashlib.sha256(text.encode()).hexdigest())
+
+    def write_if(self, path: str, text: str, token: str | None) -> str | None:  # noqa: D102
+        with _locked(f"{path}.lock"):
+            found = self.read_versioned(path)
+            if (found[1] if found else None) != token:
+                return None
+            self.write_text(path, text)
+            return hashlib.sha256(text.encode()).hexdigest()
+
     def list(self, path: str) -> list[str]:  # noqa: D102
         folder = Path(path)
         return sorted(p.name for p in folder.iterdir()) if folder.is_dir() else []
@@ -96,6 +125,18 @@ class LocalFileSystem:
         shutil.rmtree(path, ignore_errors=True)
 
 
+@contextmanager
+def _locked(path: str) -> Iterator[None]:
+    """Hold an exclusive lock on ``path`` (created if need be) among this machine's processes."""
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
 def local_path(uri: str) -> str | None:
     """``uri`` as a local path (a plain path or ``file://``), or None for any other store."""
     if uri.startswith("file://"):
@@ -103,14 +144,18 @@ def local_path(uri: str) -> str | None:
     return None if "://" in uri else uri
 
 
-def filesystem_for(root: str) -> FileSystem:
-    """The filesystem holding ``root``.
+def filesystem_for(root: str, s3: S3Spec | None = None) -> FileSystem:
+    """The filesystem holding ``root`` (``s3``: how to reach S3 when ``root`` is there).
 
     Raises:
-        ConfigError: ``root`` is on a store deltaflow cannot keep its records on yet.
+        ConfigError: ``root`` is on a store deltaflow cannot keep its records on.
 
     """
+    from deltaflow.storage.s3 import S3FileSystem, is_s3
+
     if local_path(root) is not None:
         return LocalFileSystem()
-    raise ConfigError(f"storage '{root}': only local storage (a path or file://) is supported so far",
-                      location="storage", hint="object storage is on the way; use a local folder for now")
+    if is_s3(root):
+        return S3FileSystem(s3)
+    raise ConfigError(f"storage '{root}': deltaflow keeps its records on local storage or S3 (s3a://)",
+                      location="storage", hint="for GCS or ADLS see the README's Production section")

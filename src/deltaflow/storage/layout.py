@@ -10,6 +10,7 @@
     <storage>/_staging/<dataset>/refresh.json, table         a full refresh: its record and staging table
     <storage>/_replay/<table>.json                           a quarantine replay's record
     <storage>/_rewind/<table>.json                           a rewind's record
+    <storage>/_leases/<table>.json                           which run holds the table (one writer)
     <storage>/_event_log                                     one row per micro-batch of every flow
     <storage>/_warehouse                                     Spark's warehouse (local storage)
 
@@ -36,7 +37,9 @@ from typing import TYPE_CHECKING
 from deltaflow.storage.fs import FileSystem, filesystem_for, local_path
 
 if TYPE_CHECKING:
-    from deltaflow.spec import Spec
+    from deltalake import DeltaTable
+
+    from deltaflow.spec import S3Spec, Spec
 
 QUARANTINE_SUFFIX = "_quarantine"
 
@@ -87,20 +90,52 @@ class StorageLayout:
 
     Args:
         root: The storage folder (absolute) or URI.
+        s3: How to reach S3 when ``root`` is there (the spec's ``s3:``).
 
     """
 
     root: str
+    s3: S3Spec | None = None
 
     @classmethod
     def of(cls, spec: Spec) -> StorageLayout:
         """The layout of ``spec``'s storage."""
-        return cls(spec.storage_path)
+        return cls(spec.storage_path, spec.s3)
 
     @cached_property
     def fs(self) -> FileSystem:
         """The filesystem the layout's records and checkpoint folders go through."""
-        return filesystem_for(self.root)
+        return filesystem_for(self.root, self.s3)
+
+    @property
+    def storage_options(self) -> dict[str, str]:
+        """``deltalake``'s ``storage_options`` for the tables under ``root``."""
+        from deltaflow.storage.s3 import delta_options, is_s3
+
+        return delta_options(self.s3) if is_s3(self.root) else {}
+
+    def open_table(self, path: str, version: int | None = None) -> DeltaTable:
+        """The Delta table at ``path`` (under ``root``), read with ``deltalake`` (no JVM).
+
+        Raises:
+            deltalake.exceptions.TableNotFoundError: There is no table at ``path``.
+
+        """
+        from deltalake import DeltaTable
+
+        return DeltaTable(path, version=version, storage_options=self.storage_options or None)
+
+    def check(self) -> None:
+        """Make sure the storage answers (an S3 bucket with these keys), in one line if not.
+
+        Raises:
+            StorageError: The endpoint, the credentials or the bucket is wrong.
+
+        """
+        from deltaflow.storage.s3 import S3FileSystem
+
+        if isinstance(self.fs, S3FileSystem):
+            self.fs.check(self.root)
 
     @property
     def is_local(self) -> bool:
@@ -224,6 +259,10 @@ class StorageLayout:
     def rewound_tables(self) -> list[str]:
         """The tables with an unfinished rewind."""
         return [n.removesuffix(".json") for n in self.fs.list(f"{self.root}/_rewind") if n.endswith(".json")]
+
+    def lease(self, table: str) -> str:
+        """The lease of ``table``: which run writes it, until when."""
+        return f"{self.root}/_leases/{table}.json"
 
     @staticmethod
     def replay_app_id(table: str, replay_id: str) -> str:

@@ -1,0 +1,225 @@
+"""S3 and S3-compatible servers: the spec's ``s3:`` keys for each client, and deltaflow's files on S3.
+
+One set of keys (:class:`~deltaflow.spec.S3Spec`) reaches the three clients that touch ``storage``:
+
+* Spark, through Hadoop's S3A connector (:func:`hadoop_conf`, ``spark.hadoop.fs.s3a.*``);
+* ``deltalake``, the JVM-free reader of the tables (:func:`delta_options`);
+* boto3, for the files deltaflow keeps beside the tables (:class:`S3FileSystem`).
+
+Example:
+    >>> from deltaflow.spec import S3Spec
+    >>> s3 = S3Spec(endpoint="http://127.0.0.1:19000", access_key="k", secret_key="s", path_style=True)
+    >>> hadoop_conf(s3)["spark.hadoop.fs.s3a.connection.ssl.enabled"]
+    'false'
+    >>> split_uri("s3a://lake/clicks/tables")
+    ('lake', 'clicks/tables')
+
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import TYPE_CHECKING, Any
+
+from deltaflow.errors import StorageError
+
+if TYPE_CHECKING:
+    from deltaflow.spec import S3Spec
+
+SCHEMES = ("s3a://", "s3://")
+_SIMPLE_CREDENTIALS = "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider"
+
+
+def is_s3(uri: str) -> bool:
+    """Whether ``uri`` is on S3 (``s3a://`` or ``s3://``)."""
+    return uri.startswith(SCHEMES)
+
+
+def split_uri(uri: str) -> tuple[str, str]:
+    """``(bucket, key)`` of an ``s3a://`` / ``s3://`` URI (the key without a trailing ``/``)."""
+    rest = uri.split("://", 1)[1]
+    bucket, _, key = rest.partition("/")
+    return bucket, key.rstrip("/")
+
+
+def hadoop_conf(s3: S3Spec | None) -> dict[str, str]:
+    """The Spark settings that point S3A at ``s3`` (empty for AWS with its default credential chain)."""
+    if s3 is None:
+        return {}
+    prefix = "spark.hadoop.fs.s3a."
+    conf = {f"{prefix}endpoint.region": s3.region, f"{prefix}path.style.access": str(s3.path_style).lower()}
+    if s3.endpoint:
+        conf[f"{prefix}endpoint"] = s3.endpoint
+        conf[f"{prefix}connection.ssl.enabled"] = str(s3.endpoint.startswith("https://")).lower()
+    if s3.access_key and s3.secret_key:
+        conf |= {f"{prefix}access.key": s3.access_key, f"{prefix}secret.key": s3.secret_key,
+                 f"{prefix}aws.credentials.provider": _SIMPLE_CREDENTIALS}
+    # A failed call to a wrong endpoint should fail the run in seconds, not after S3A's minutes of retries.
+    conf |= {f"{prefix}attempts.maximum": "3", f"{prefix}retry.limit": "3",
+             f"{prefix}connection.establish.timeout": "5s"}
+    return conf
+
+
+def delta_options(s3: S3Spec | None) -> dict[str, str]:
+    """``storage_options`` for ``deltalake`` (the object_store crate's AWS keys)."""
+    if s3 is None:
+        return {}
+    options = {"AWS_REGION": s3.region, "AWS_EC2_METADATA_DISABLED": "true",
+               "AWS_VIRTUAL_HOSTED_STYLE_REQUEST": str(not s3.path_style).lower()}
+    if s3.endpoint:
+        options["AWS_ENDPOINT_URL"] = s3.endpoint
+        options["AWS_ALLOW_HTTP"] = str(s3.endpoint.startswith("http://")).lower()
+    if s3.access_key and s3.secret_key:
+        options |= {"AWS_ACCESS_KEY_ID": s3.access_key, "AWS_SECRET_ACCESS_KEY": s3.secret_key}
+    # Commits put the log entry only if absent (If-None-Match), so two writers never overwrite a version.
+    options["AWS_CONDITIONAL_PUT"] = "etag"
+    return options
+
+
+def _client(s3: S3Spec | None) -> Any:
+    import boto3
+    from botocore.config import Config
+
+    s3 = s3 or _default_spec()
+    config = Config(connect_timeout=3, read_timeout=20, retries={"max_attempts": 3, "mode": "standard"},
+                    s3={"addressing_style": "path" if s3.path_style else "auto"})
+    return boto3.client("s3", endpoint_url=s3.endpoint, region_name=s3.region, config=config,
+                        aws_access_key_id=s3.access_key, aws_secret_access_key=s3.secret_key)
+
+
+def _default_spec() -> S3Spec:
+    from deltaflow.spec import S3Spec
+
+    return S3Spec()
+
+
+class S3FileSystem:
+    """:class:`~deltaflow.storage.fs.FileSystem` on S3 (boto3): records, checkpoint folders, leases.
+
+    S3 has no folders: a folder is the prefix its files share, and creating one is nothing. A PUT is atomic
+    (readers see the old object or the new), and a conditional PUT (``If-None-Match`` / ``If-Match``) is the
+    compare-and-swap the table leases need.
+
+    Args:
+        s3: How to reach the server (default: AWS with its default credential chain).
+
+    """
+
+    def __init__(self, s3: S3Spec | None = None) -> None:
+        self.s3 = s3
+
+    @functools.cached_property
+    def client(self) -> Any:
+        """The boto3 client (made on first use: importing boto3 takes a moment)."""
+        return _client(self.s3)
+
+    def read_text(self, path: str) -> str | None:  # noqa: D102
+        found = self.read_versioned(path)
+        return found[0] if found else None
+
+    def read_versioned(self, path: str) -> tuple[str, str] | None:  # noqa: D102
+        bucket, key = split_uri(path)
+        try:
+            answer = self.client.get_object(Bucket=bucket, Key=key)
+        except self.client.exceptions.NoSuchKey:
+            return None
+        return answer["Body"].read().decode(), str(answer["ETag"])
+
+    def write_text(self, path: str, text: str) -> None:  # noqa: D102
+        bucket, key = split_uri(path)
+        self.client.put_object(Bucket=bucket, Key=key, Body=text.encode())
+
+    def write_if(self, path: str, text: str, token: str | None) -> str | None:  # noqa: D102
+        from botocore.exceptions import ClientError
+
+        bucket, key = split_uri(path)
+        condition = {"IfNoneMatch": "*"} if token is None else {"IfMatch": token}
+        try:
+            answer = self.client.put_object(Bucket=bucket, Key=key, Body=text.encode(), **condition)
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] in ("PreconditionFailed", "ConditionalRequestConflict",
+                                                 "NoSuchKey"):
+                return None
+            raise
+        return str(answer["ETag"])
+
+    def _entries(self, path: str) -> tuple[list[str], list[str]]:
+        """The (sub-folder, file) names directly in folder ``path``."""
+        bucket, key = split_uri(path)
+        prefix = f"{key}/" if key else ""
+        folders: list[str] = []
+        files: list[str] = []
+        for page in self.client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix,
+                                                                         Delimiter="/"):
+            folders += [p["Prefix"][len(prefix):].rstrip("/") for p in page.get("CommonPrefixes", [])]
+            files += [o["Key"][len(prefix):] for o in page.get("Contents", [])]
+        return folders, files
+
+    def list(self, path: str) -> list[str]:  # noqa: D102
+        folders, files = self._entries(path)
+        return sorted(set(folders) | {f for f in files if f})
+
+    def is_dir(self, path: str) -> bool:  # noqa: D102
+        bucket, key = split_uri(path)
+        answer = self.client.list_objects_v2(Bucket=bucket, Prefix=f"{key}/", MaxKeys=1)
+        return bool(answer.get("KeyCount"))
+
+    def exists(self, path: str) -> bool:  # noqa: D102
+        from botocore.exceptions import ClientError
+
+        bucket, key = split_uri(path)
+        try:
+            self.client.head_object(Bucket=bucket, Key=key)
+            return True
+        except ClientError:
+            return self.is_dir(path)
+
+    def copy(self, source: str, target: str) -> None:  # noqa: D102
+        (source_bucket, source_key), (bucket, key) = split_uri(source), split_uri(target)
+        self.client.copy_object(Bucket=bucket, Key=key,
+                                CopySource={"Bucket": source_bucket, "Key": source_key})
+
+    def make_dirs(self, path: str) -> None:  # noqa: D102
+        pass  # a folder is a shared prefix; it exists once a file does
+
+    def delete(self, path: str) -> None:  # noqa: D102
+        bucket, key = split_uri(path)
+        self.client.delete_object(Bucket=bucket, Key=key)
+
+    def delete_tree(self, path: str) -> None:  # noqa: D102
+        bucket, key = split_uri(path)
+        for page in self.client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=f"{key}/"):
+            keys = [{"Key": o["Key"]} for o in page.get("Contents", [])]
+            if keys:
+                self.client.delete_objects(Bucket=bucket, Delete={"Objects": keys, "Quiet": True})
+
+    def check(self, root: str) -> None:
+        """Make sure ``root``'s bucket answers with these credentials, in one line if not.
+
+        Raises:
+            StorageError: The endpoint does not answer, the credentials are refused, or there is no bucket.
+
+        """
+        from botocore.exceptions import BotoCoreError, ClientError, EndpointConnectionError
+
+        bucket, _ = split_uri(root)
+        where = (self.s3.endpoint if self.s3 and self.s3.endpoint else None) or "AWS S3"
+        try:
+            self.client.head_bucket(Bucket=bucket)
+        except EndpointConnectionError:
+            raise StorageError(f"storage '{root}': no S3 server answers at {where}",
+                               location="s3.endpoint", hint="is the server running? ('deltaflow s3 start')"
+                               ) from None
+        except ClientError as exc:
+            status = int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0)
+            if status == 404:
+                raise StorageError(f"storage '{root}': bucket '{bucket}' does not exist at {where}",
+                                   location="storage", hint="create it first") from None
+            if status in (401, 403):
+                raise StorageError(f"storage '{root}': {where} refused the credentials (HTTP {status})",
+                                   location="s3.access_key / s3.secret_key") from None
+            raise StorageError(f"storage '{root}': {where} answered {exc.response['Error'].get('Code')}",
+                               location="s3") from None
+        except BotoCoreError as exc:
+            raise StorageError(f"storage '{root}': {where}: {exc}", location="s3") from None
+
