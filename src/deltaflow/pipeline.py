@@ -176,14 +176,12 @@ class Pipeline:
             on_message: Told about longer steps (full refreshes).
 
         """
-        from deltaflow.commands.rewind import finish_rewinds
         from deltaflow.runtime.runner import PipelineRun
         from deltaflow.runtime.triggers import flow_triggers
 
-        layout = self.storage()  # before Spark: a wrong endpoint or bucket is one line, nothing written
+        self.storage()  # before Spark: a wrong endpoint or bucket is one line, nothing written
         trigger = self.trigger(mode, interval)
         graph = self.graph
-        finish_rewinds(self.session(), layout, on_message or (lambda message: None))
         if plan is not None:
             plan.check(graph)
         run = PipelineRun(self.context(), graph, trigger, on_batch=on_batch, plan=plan,

@@ -152,11 +152,14 @@ class PipelineRun:
     # -- starting ---------------------------------------------------------------------------------------
 
     def start(self) -> None:
-        """Resolve the graph, create tables, do full refreshes, and start the flows that can start."""
+        """Hold the tables, finish rewinds, resolve, create tables, full-refresh, start the flows that can."""
+        from deltaflow.commands.rewind import finish_rewinds
+
         self.spark.streams.addListener(self._listener)
         # One writing run per table: refused before anything is written (a part's tables are known once
         # the graph is resolved; resolving creates only tables that do not exist).
         self.leases.acquire(self._selected() if self.plan.refresh is None else ())
+        finish_rewinds(self.spark, self.layout, self.on_message)
         self.resolver.resolve()
         selected = self._selected()
         self.leases.acquire(selected)

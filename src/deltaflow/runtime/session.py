@@ -100,6 +100,8 @@ def build_session(spec: Spec | None = None, extra: dict[str, str] | None = None)
     for key, value in conf.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
+    if spec is not None and spec.s3 is not None:  # a session that was running keeps its Hadoop settings
+        use_storage_keys(spark, spec)
     if level := os.environ.get("DELTAFLOW_LOG_LEVEL"):  # set by `deltaflow -v`
         spark.sparkContext.setLogLevel(level)
     return spark
