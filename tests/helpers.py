@@ -18,6 +18,7 @@ if TYPE_CHECKING:
 
     from deltaflow.pipeline import Pipeline
     from deltaflow.runtime.runner import FlowOutcome
+    from deltaflow.spec import S3Spec
     from deltaflow.storage import StorageLayout
 
 
@@ -37,23 +38,37 @@ def free_port() -> int:
 
 
 class Project:
-    """A pipeline project on disk: deltaflow.yml + one definitions file."""
+    """A pipeline project on disk: deltaflow.yml + one definitions file (storage local, or on S3)."""
 
-    def __init__(self, root: Path, definitions: str, spec_extra: str = "", bootstrap: str = "") -> None:
+    def __init__(self, root: Path, definitions: str, spec_extra: str = "", bootstrap: str = "",
+                 s3: tuple[str, S3Spec] | None = None) -> None:
         self.root = root
         (root / "transformations").mkdir(parents=True, exist_ok=True)
         (root / "transformations" / "defs.py").write_text(textwrap.dedent(definitions))
         kafka = f"kafka:\n  bootstrap_servers: {bootstrap}\n" if bootstrap else ""
+        storage = "./storage"
+        if s3 is not None:
+            storage, keys = s3[0], s3[1]
+            kafka += (f"s3: {{endpoint: '{keys.endpoint}', access_key: {keys.access_key}, "
+                      f"secret_key: {keys.secret_key}, path_style: true}}\n")
         (root / "deltaflow.yml").write_text(
-            f"name: test\nstorage: ./storage\nlibraries: [transformations/*.py]\n{kafka}{spec_extra}")
+            f"name: test\nstorage: {storage}\nlibraries: [transformations/*.py]\n{kafka}{spec_extra}")
         self.spec_path = root / "deltaflow.yml"
         self.storage = root / "storage"
+        self.s3 = s3
 
     @property
     def layout(self) -> StorageLayout:
         from deltaflow.storage import StorageLayout
 
+        if self.s3 is not None:
+            return StorageLayout(*self.s3)
         return StorageLayout(str(self.storage.resolve()))
+
+    def rows(self, table: str) -> list[dict[str, Any]]:
+        """Every row of ``table``, read with deltalake (no Spark), wherever the storage is."""
+        layout = self.layout
+        return list(layout.open_table(layout.table(table)).to_pyarrow_table().to_pylist())
 
     def pipeline(self, spark: SparkSession | None = None) -> Pipeline:
         from deltaflow.pipeline import Pipeline

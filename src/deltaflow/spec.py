@@ -22,6 +22,7 @@ Example ``deltaflow.yml``::
       access_key: ${AWS_ACCESS_KEY_ID}
       secret_key: ${AWS_SECRET_ACCESS_KEY}
       path_style: true
+    lease: {ttl: 30 seconds}            # how long a crashed run keeps the tables it wrote
     maintenance:                        # carried out by every run, beside the flows
       optimize_every: 100               # compact a table after this many batches written to it
       zorder: {silver_clicks: [user_id]}

@@ -42,6 +42,9 @@ def test_records_round_trip_list_copy_and_delete(layout: StorageLayout) -> None:
     assert fs.read_text(f"{layout.root}/copy/r.json") == '{"a": 1}'
     fs.delete_tree(f"{layout.root}/_replay")
     assert fs.read_text(record) is None and not fs.exists(f"{layout.root}/_replay")
+    generation = layout.start_generation("silver", "silver", 1)  # an empty folder is seen at once
+    assert fs.is_dir(generation.path) and layout.current_generation("silver", "silver") == 1
+    assert fs.list(generation.path) == []
 
 
 def test_a_held_table_is_refused_naming_the_holder_and_nothing_is_taken(layout: StorageLayout) -> None:

@@ -96,9 +96,9 @@ def _default_spec() -> S3Spec:
 class S3FileSystem:
     """:class:`~deltaflow.storage.fs.FileSystem` on S3 (boto3): records, checkpoint folders, leases.
 
-    S3 has no folders: a folder is the prefix its files share, and creating one is nothing. A PUT is atomic
-    (readers see the old object or the new), and a conditional PUT (``If-None-Match`` / ``If-Match``) is the
-    compare-and-swap the table leases need.
+    S3 has no folders: a folder is the prefix its files share (an empty one, a ``dir/`` marker). A PUT is
+    atomic (readers see the old object or the new), and a conditional PUT (``If-None-Match`` /
+    ``If-Match``) is the compare-and-swap the table leases need.
 
     Args:
         s3: How to reach the server (default: AWS with its default credential chain).
@@ -180,7 +180,10 @@ class S3FileSystem:
                                 CopySource={"Bucket": source_bucket, "Key": source_key})
 
     def make_dirs(self, path: str) -> None:  # noqa: D102
-        pass  # a folder is a shared prefix; it exists once a file does
+        # S3 has no folders, only prefixes: an empty one is a "dir/" marker object, as S3A makes them (a new
+        # checkpoint generation must be seen before Spark writes into it).
+        bucket, key = split_uri(path)
+        self.client.put_object(Bucket=bucket, Key=f"{key}/", Body=b"")
 
     def delete(self, path: str) -> None:  # noqa: D102
         bucket, key = split_uri(path)
