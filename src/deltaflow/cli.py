@@ -14,6 +14,7 @@
     deltaflow demo [--example clickstream|orders|fraud|customers_cdc|sensors] [--seconds 60] [--rate 1000]
     deltaflow kafka start|stop|status [--port 19092]
     deltaflow s3 start|stop|status [--port 19000] [--bucket lake]
+    deltaflow cluster start|stop|status [--port 7077] [--workers 2]
 
 Every verb that reads a pipeline takes ``--spec`` (default: the nearest ``deltaflow.yml`` upward).
 ``-v/--verbose`` shows Spark's own log (``$DELTAFLOW_LOG_LEVEL`` sets its level; default: errors only).
@@ -39,6 +40,7 @@ import typer
 
 from deltaflow.cli_shared import JsonOption, SpecOption, err, load, out, say
 from deltaflow.cli_tables import TABLE_VERBS
+from deltaflow.dev.cluster_cli import cluster_app
 from deltaflow.dev.kafka_cli import PortOption, kafka_app
 from deltaflow.dev.s3_cli import s3_app
 from deltaflow.errors import DeltaflowError
@@ -52,6 +54,7 @@ app = typer.Typer(
 )
 app.add_typer(kafka_app, name="kafka")
 app.add_typer(s3_app, name="s3")
+app.add_typer(cluster_app, name="cluster")
 for verb in TABLE_VERBS:
     app.command()(verb)
 

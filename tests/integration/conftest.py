@@ -55,3 +55,15 @@ def s3_root(s3_endpoint: str, monkeypatch: pytest.MonkeyPatch) -> str:
 
     monkeypatch.setenv("DELTAFLOW_S3_ENDPOINT", s3_endpoint)
     return f"s3a://lake/{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture(scope="session")
+def spark_master(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The session's Spark standalone cluster: a master and two one-core workers, each a process."""
+    from deltaflow.dev.spark_cluster import LocalSparkCluster
+
+    cluster = LocalSparkCluster(port=free_port(), workers=2, cores=1, memory="2g",
+                                state_dir=tmp_path_factory.mktemp("cluster"))
+    master = cluster.start()
+    yield master
+    cluster.stop()

@@ -7,6 +7,7 @@ compare-and-swap under them is a conditional PUT on S3 and a locked read-compare
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 from pathlib import Path
@@ -65,6 +66,7 @@ def test_a_held_table_is_refused_naming_the_holder_and_nothing_is_taken(layout: 
 
 
 def test_a_crashed_holder_is_taken_over_once_its_ttl_passes(layout: StorageLayout) -> None:
+    """A holder on another machine (here: this process, alive) is waited for until its ttl passes."""
     now = [1_000_000.0]
     crashed = TableLeases(layout, "p", "crashed", ttl_seconds=30, clock=lambda: now[0])
     crashed.acquire(["gold"])  # never renewed, never released: a SIGKILLed run
@@ -79,6 +81,26 @@ def test_a_crashed_holder_is_taken_over_once_its_ttl_passes(layout: StorageLayou
     crashed.renew()  # the crashed run comes back (a long pause): it learns it lost the table
     assert crashed.lost is not None and "lost table 'gold'" in crashed.lost
     assert json.loads(layout.fs.read_text(layout.lease("gold")) or "{}")["run_id"] == "next"
+
+
+def test_a_holder_whose_process_is_gone_on_this_machine_is_taken_over_at_once(
+        layout: StorageLayout) -> None:
+    import subprocess
+    import sys
+
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                          text=True, check=True)
+    record = json.loads(TableLeases(layout, "p", "x", 60)._record(time.time() + 60))
+    layout.fs.write_text(layout.lease("t"), json.dumps({**record, "run_id": "dead", "pid": int(gone.stdout)}))
+    TableLeases(layout, "p", "next", ttl_seconds=60).acquire(["t"])  # the ttl has not passed: pid is gone
+    alive = {**record, "run_id": "alive", "pid": os.getpid()}
+    layout.fs.write_text(layout.lease("u"), json.dumps(alive))
+    with pytest.raises(LeaseError):
+        TableLeases(layout, "p", "next", ttl_seconds=60).acquire(["u"])
+    elsewhere = {**alive, "machine": "elsewhere", "pid": int(gone.stdout)}
+    layout.fs.write_text(layout.lease("u"), json.dumps(elsewhere))
+    with pytest.raises(LeaseError):  # another machine's pid says nothing here: wait for its ttl
+        TableLeases(layout, "p", "next", ttl_seconds=60).acquire(["u"])
 
 
 def test_of_runs_racing_for_a_free_table_exactly_one_wins(layout: StorageLayout) -> None:

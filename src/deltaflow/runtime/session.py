@@ -19,6 +19,7 @@ import sys
 from importlib import resources
 from typing import TYPE_CHECKING
 
+from deltaflow.errors import ConfigError
 from deltaflow.runtime.jars import jars
 from deltaflow.storage.s3 import hadoop_conf
 
@@ -76,6 +77,26 @@ def use_storage_keys(spark: SparkSession, spec: Spec) -> None:
         hadoop.set(key.removeprefix("spark.hadoop."), value)
 
 
+def check_master(master: str) -> None:
+    """Make sure a standalone master (``spark://host:port``) answers, before Spark waits a minute for it.
+
+    Raises:
+        ConfigError: Nothing answers at the master's address, naming it.
+
+    """
+    import socket
+
+    for address in master.removeprefix("spark://").split(","):  # several masters: one must answer
+        host, _, port = address.rpartition(":")
+        try:
+            with socket.create_connection((host, int(port)), timeout=3):
+                return
+        except (OSError, ValueError):
+            continue
+    raise ConfigError(f"no Spark master answers at {master}", location="configuration: spark.master",
+                      hint="start it ('deltaflow cluster start'), or leave spark.master out to run locally")
+
+
 def build_session(spec: Spec | None = None, extra: dict[str, str] | None = None) -> SparkSession:
     """Start (or return the running) SparkSession configured for ``spec``.
 
@@ -96,6 +117,8 @@ def build_session(spec: Spec | None = None, extra: dict[str, str] | None = None)
         conf.update(hadoop_conf(spec.s3))
         conf.update(spec.spark_conf)
     conf.update(extra or {})
+    if conf["spark.master"].startswith("spark://"):
+        check_master(conf["spark.master"])
     builder = SparkSession.builder
     for key, value in conf.items():
         builder = builder.config(key, value)

@@ -4,8 +4,10 @@ A run holds a lease on every table it writes: a small JSON record at ``StorageLa
 the holder (pipeline, run, host, pid) and when the hold runs out. Taking, renewing and releasing one is a
 compare-and-swap on that record (:meth:`~deltaflow.storage.fs.FileSystem.write_if`: a conditional PUT on
 S3, a locked read-compare-write on local disk), so of two runs racing for a table exactly one wins. The
-holder renews every third of the TTL; a run killed without releasing keeps the table until the TTL passes,
-then the next run takes it over. Clocks of the machines sharing a storage must agree to well within the TTL.
+holder renews every third of the TTL. A run killed without releasing keeps the table until the TTL passes,
+then the next run takes it over; a run on the same machine (same kernel boot and pid namespace) that finds
+the holder's process gone takes it over at once. Clocks of the machines sharing a storage must agree to
+well within the TTL.
 
 Example:
     >>> import tempfile
@@ -33,9 +35,19 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 
 from deltaflow.errors import LeaseError
 from deltaflow.storage.layout import StorageLayout
+
+
+def this_machine() -> str:
+    """The kernel boot and pid namespace of this process: where a pid means the same process as here."""
+    try:
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+        return f"{boot}:{os.stat('/proc/self/ns/pid').st_ino}"
+    except OSError:
+        return ""
 
 
 @dataclass(frozen=True)
@@ -47,6 +59,12 @@ class Holder:
     host: str
     pid: int
     expires: float
+    machine: str = ""  # see :func:`this_machine`
+
+    def is_gone(self) -> bool:
+        """Whether the holder's process is known to be gone (on this machine, its pid has no process)."""
+        here = bool(self.machine) and self.machine == this_machine()
+        return here and not Path(f"/proc/{self.pid}").exists()
 
     def describe(self) -> str:
         """``pipeline 'p' run r (pid 4242 on host)``."""
@@ -86,7 +104,8 @@ class TableLeases:
         self._renewer: threading.Thread | None = None
 
     def _record(self, expires: float) -> str:
-        holder = Holder(self.pipeline, self.run_id, socket.gethostname(), os.getpid(), expires)
+        holder = Holder(self.pipeline, self.run_id, socket.gethostname(), os.getpid(), expires,
+                        this_machine())
         return json.dumps(asdict(holder))
 
     def acquire(self, tables: Iterable[str]) -> None:
@@ -108,7 +127,8 @@ class TableLeases:
         found = self.layout.fs.read_versioned(path)
         holder = Holder.parse(found[0]) if found else None
         now = self.clock()
-        if holder is not None and holder.run_id != self.run_id and holder.expires > now:
+        if (holder is not None and holder.run_id != self.run_id and holder.expires > now
+                and not holder.is_gone()):
             until = datetime.fromtimestamp(holder.expires, UTC).strftime("%H:%M:%S UTC")
             raise LeaseError(f"table '{table}' is held by {holder.describe()} until {until}, unless renewed",
                              hint="stop that run first; a crashed run's hold runs out after the lease ttl")
