@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup demo test test-fast test-long lint typecheck bench clean
+.PHONY: setup demo test test-fast test-long test-cluster lint typecheck bench clean
 
 setup: $(STAMP)
 	$(BIN)/deltaflow setup
@@ -31,6 +31,9 @@ test-fast: setup
 
 test-long: setup  # minutes of steady input with upkeep and a SIGKILL (not part of `make test`)
 	$(BIN)/pytest -m long $(PYTEST_ARGS)
+
+test-cluster: setup  # the examples on a standalone cluster (master + 2 workers) with storage on S3 (~6 min)
+	$(BIN)/pytest -m cluster $(PYTEST_ARGS)
 
 lint: setup
 	$(BIN)/ruff check src tests benchmarks examples

@@ -36,6 +36,7 @@ def table_rows(layout: StorageLayout, name: str) -> list[tuple[Any, ...]]:
     return sorted(tuple(str(r[c]) for c in columns) for r in data.select(columns).to_pylist())
 
 
+@pytest.mark.cluster
 @pytest.mark.parametrize("example", ["clickstream", "customers_cdc"])
 def test_an_example_on_the_cluster_and_s3_gives_the_tables_it_gives_locally(
         example: str, spark: Any, kafka_bootstrap: str, s3_root: str, spark_master: str, tmp_path: Path,
