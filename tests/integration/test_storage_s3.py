@@ -196,3 +196,20 @@ def test_bad_storage_settings_are_one_line_naming_them_and_nothing_is_written(
         with pytest.raises(StorageError):
             StorageLayout(f"s3a://{bucket}/p", S3Spec(endpoint=endpoint, path_style=True,
                                                       access_key="k", secret_key="s")).check()
+
+
+def test_a_master_that_does_not_answer_is_one_line_naming_it(tmp_path: Path, capsys: Any) -> None:
+    from helpers import free_port
+
+    master = f"spark://127.0.0.1:{free_port()}"
+    (tmp_path / "deltaflow.yml").write_text(
+        f"name: p\nstorage: ./storage\nconfiguration: {{spark.master: '{master}'}}\n")
+    (tmp_path / "transformations").mkdir()
+    (tmp_path / "transformations" / "t.py").write_text(
+        "import deltaflow as dp\n\n@dp.table\ndef t():\n    return spark.range(3)\n")
+    result = cli(capsys, "run", "--spec", str(tmp_path))
+    assert result.returncode == 1
+    line = result.stderr.strip().splitlines()[-1]
+    assert line.startswith("error: DF-CONFIG configuration: spark.master: no Spark master answers at "
+                           f"{master}"), line
+    assert not (tmp_path / "storage").exists(), "nothing written"
