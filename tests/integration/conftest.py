@@ -12,6 +12,7 @@ import pytest
 from helpers import free_port, mark_tier
 
 if TYPE_CHECKING:
+    from deltaflow.dev.spark_cluster import LocalSparkCluster
     from deltaflow.spec import S3Spec
 
 
@@ -58,12 +59,18 @@ def s3_root(s3_endpoint: str, monkeypatch: pytest.MonkeyPatch) -> str:
 
 
 @pytest.fixture(scope="session")
-def spark_master(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def spark_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalSparkCluster]:
     """The session's Spark standalone cluster: a master and two one-core workers, each a process."""
     from deltaflow.dev.spark_cluster import LocalSparkCluster
 
     cluster = LocalSparkCluster(port=free_port(), workers=2, cores=1, memory="2g",
-                                state_dir=tmp_path_factory.mktemp("cluster"))
-    master = cluster.start()
-    yield master
+                                state_dir=tmp_path_factory.mktemp("cluster"), ui_port=free_port())
+    cluster.start()
+    yield cluster
     cluster.stop()
+
+
+@pytest.fixture
+def spark_master(spark_cluster: LocalSparkCluster) -> str:
+    """The cluster's master URL, with all its workers up (a test may have killed one)."""
+    return spark_cluster.start()

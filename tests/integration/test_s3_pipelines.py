@@ -39,8 +39,8 @@ def table_rows(layout: StorageLayout, name: str) -> list[tuple[Any, ...]]:
 @pytest.mark.cluster
 @pytest.mark.parametrize("example", ["clickstream", "customers_cdc"])
 def test_an_example_on_the_cluster_and_s3_gives_the_tables_it_gives_locally(
-        example: str, spark: Any, kafka_bootstrap: str, s3_root: str, spark_master: str, tmp_path: Path,
-        monkeypatch: pytest.MonkeyPatch) -> None:
+        example: str, spark: Any, kafka_bootstrap: str, s3_root: str, spark_cluster: Any, spark_master: str,
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The same project, unchanged: in this process on local disk, then as `deltaflow run` on the
     standalone cluster (a master, two workers and their executors: other processes) with storage on S3."""
     import urllib.request
@@ -73,8 +73,7 @@ def test_an_example_on_the_cluster_and_s3_gives_the_tables_it_gives_locally(
                               str(EXAMPLES / example)], capture_output=True, text=True, env=cli_env(),
                              timeout=600)
     assert cluster.returncode == 0, cluster.stderr[-3000:]
-    host, port = spark_master.removeprefix("spark://").split(":")
-    with urllib.request.urlopen(f"http://{host}:{int(port) + 1}/json/") as answer:
+    with urllib.request.urlopen(f"{spark_cluster.ui}/json/") as answer:
         apps = json.loads(answer.read())["completedapps"]
     assert f"deltaflow:{example}" in {a["name"] for a in apps}, "the run was the cluster's application"
 
@@ -192,7 +191,7 @@ while not all(Path(o).exists() for o in others.split(",")):  # start committing 
     time.sleep(0.01)
 for commit in range(int(commits)):
     first = commit * int(rows)
-    (spark.range(first, first + int(rows)).selectExpr(f"'{writer}' AS writer", "id")
+    (spark.range(first, first + int(rows), numPartitions=1).selectExpr(f"'{writer}' AS writer", "id")
      .write.format("delta").mode("append").save(table))
 '''
 
@@ -227,3 +226,42 @@ def test_two_drivers_committing_to_one_s3_table_lose_no_commit(s3_root: str, s3_
     data = delta.to_pyarrow_table().to_pylist()
     assert Counter((r["writer"], r["id"]) for r in data) == Counter(
         (w, i) for w in writers for i in range(commits * rows))
+
+
+@pytest.mark.cluster
+def test_a_worker_killed_mid_batch_on_the_cluster_loses_and_duplicates_nothing(
+        spark_cluster: Any, spark_master: str, kafka_bootstrap: str, s3_root: str, s3_endpoint: str,
+        tmp_path: Path) -> None:
+    """SIGKILL of a worker (and the executor it runs) while a batch runs: Spark runs its tasks again on the
+    other worker; the run completes with every event once."""
+    from deltaflow.dev.generator import produce
+    from deltaflow.dev.topics import create_topic
+
+    topic = f"worker-kill-{uuid.uuid4().hex[:8]}"
+    create_topic(kafka_bootstrap, topic, partitions=2)
+    project = s3_project(tmp_path / "p", s3_root, s3_endpoint, LEASED.format(topic=topic),
+                         f"kafka: {{bootstrap_servers: '{kafka_bootstrap}'}}\n"
+                         f"configuration: {{spark.master: '{spark_master}'}}\n")
+    produce(kafka_bootstrap, topic, [{"id": i} for i in range(1_000)])
+    layout = Pipeline.load(project).layout
+    checkpoint = layout.checkpoint("silver", "silver", 0).path
+    log = tmp_path / "run.log"
+    with log.open("wb") as out:
+        command = [sys.executable, "-m", "deltaflow", "run", "--available-now", "--spec", str(project)]
+        proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=cli_env(),
+                                start_new_session=True)
+    try:
+        deadline = time.monotonic() + 300
+        while not [n for n in layout.fs.list(f"{checkpoint}/commits") if n.isdigit()]:
+            assert proc.poll() is None, log.read_text()[-3000:]
+            assert time.monotonic() < deadline, "no silver batch committed"
+            time.sleep(0.05)
+        spark_cluster.kill_worker(0)  # batches of both flows are running or about to
+        assert proc.wait(timeout=600) == 0, log.read_text()[-3000:]
+    finally:
+        if proc.poll() is None:
+            kill_group(proc)
+    for name in ("bronze", "silver"):
+        data = layout.open_table(layout.table(name)).to_pyarrow_table().to_pylist()
+        ids = Counter(json.loads(r["value"])["id"] if name == "bronze" else r["id"] for r in data)
+        assert ids == Counter(range(1_000)), f"{name}: each produced event exactly once"

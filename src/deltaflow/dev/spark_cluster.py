@@ -48,7 +48,8 @@ class LocalSparkCluster:
     """A standalone master and ``workers`` workers on 127.0.0.1.
 
     Args:
-        port: The master's port (its web UI, which answers the state as JSON, is ``port + 1``).
+        port: The master's port.
+        ui_port: Its web UI's port, which answers the cluster's state as JSON (default ``port + 1``).
         workers: How many workers.
         cores: Cores each worker offers.
         memory: Memory each worker offers (executors take 1g each by default).
@@ -57,11 +58,12 @@ class LocalSparkCluster:
     """
 
     def __init__(self, port: int = DEFAULT_PORT, workers: int = 2, cores: int = 1, memory: str = "2g",
-                 state_dir: Path | None = None) -> None:
+                 state_dir: Path | None = None, ui_port: int | None = None) -> None:
         self.port, self.workers, self.cores, self.memory = port, workers, cores, memory
+        self.ui_port = ui_port or port + 1
         self.state_dir = (state_dir or home() / "cluster") / str(port)
         self.master = f"spark://{HOST}:{port}"
-        self.ui = f"http://{HOST}:{port + 1}"
+        self.ui = f"http://{HOST}:{self.ui_port}"
 
     def _pid_file(self, name: str) -> Path:
         return self.state_dir / f"{name}.pid"
@@ -88,7 +90,9 @@ class LocalSparkCluster:
 
         spark_home = Path(pyspark.__file__).parent
         env = {**os.environ, "SPARK_HOME": str(spark_home), "SPARK_LOCAL_IP": HOST,
-               "PYSPARK_PYTHON": sys.executable, "SPARK_LOG_DIR": str(self.state_dir)}
+               "PYSPARK_PYTHON": sys.executable, "SPARK_LOG_DIR": str(self.state_dir),
+               # No REST submission server: it takes a fixed port (6066) that a second cluster would want.
+               "SPARK_MASTER_OPTS": "-Dspark.master.rest.enabled=false"}
         with open(self.state_dir / f"{name}.log", "wb") as log:
             proc = subprocess.Popen([str(spark_home / "bin" / "spark-class"), *args], stdout=log,
                                     stderr=subprocess.STDOUT, env=env, start_new_session=True)
@@ -107,7 +111,7 @@ class LocalSparkCluster:
         self.stop()
         self.state_dir.mkdir(parents=True, exist_ok=True)
         procs = {"master": self._spawn("master", "org.apache.spark.deploy.master.Master", "--host", HOST,
-                                       "--port", str(self.port), "--webui-port", str(self.port + 1))}
+                                       "--port", str(self.port), "--webui-port", str(self.ui_port))}
         for i in range(self.workers):
             work = self.state_dir / f"worker-{i}"
             procs[f"worker-{i}"] = self._spawn(
