@@ -62,10 +62,17 @@ def hand_written(spark, bootstrap: str, out: Path, max_offsets: int,  # type: ig
     With ``same_columns`` it lands what deltaflow lands (key, UTF-8 checked text, original bytes when not
     UTF-8), to separate the cost of those columns from the cost of the framework.
     """
+    start = time.perf_counter()
+    progress = landing_job(spark, bootstrap, str(out), max_offsets, same_columns)
+    return time.perf_counter() - start, sustained(progress)
+
+
+def landing_job(spark, bootstrap: str, root: str, max_offsets: int,  # type: ignore[no-untyped-def]
+                same_columns: bool = False) -> list:  # type: ignore[type-arg]
+    """Run :func:`hand_written`'s job into ``root`` (a folder or a URI) to the end; its batches' progress."""
     from pyspark.sql import functions as F
     from pyspark.sql.functions import col, current_timestamp
 
-    start = time.perf_counter()
     raw = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", bootstrap)
            .option("subscribe", TOPIC).option("startingOffsets", "earliest")
            .option("maxOffsetsPerTrigger", str(max_offsets)).load())
@@ -84,20 +91,22 @@ def hand_written(spark, bootstrap: str, out: Path, max_offsets: int,  # type: ig
                             text("value").alias("value"), original("key").alias("key_bytes"),
                             original("value").alias("value_bytes"), current_timestamp().alias("ingested_at"))
     query = (landed.writeStream.format("delta").outputMode("append")
-             .option("checkpointLocation", str(out / "_checkpoint")).trigger(availableNow=True)
-             .start(str(out / "table")))
+             .option("checkpointLocation", f"{root}/_checkpoint").trigger(availableNow=True)
+             .start(f"{root}/table"))
     query.awaitTermination()
-    return time.perf_counter() - start, sustained(query.recentProgress)
+    return list(query.recentProgress)
 
 
-def write_project(root: Path, bootstrap: str, max_offsets: int) -> Path:
+def write_project(root: Path, bootstrap: str, max_offsets: int, storage: str = "./storage",
+                  spec_extra: str = "") -> Path:
+    """A one-table project landing the topic in ``storage``; its ``deltaflow.yml``."""
     (root / "transformations").mkdir(parents=True)
     (root / "transformations" / "bronze.py").write_text(
         "import deltaflow as dp\n\n\n@dp.table\ndef bronze_clicks():\n"
         f"    return dp.read_kafka('{TOPIC}', max_offsets_per_trigger={max_offsets})\n")
     (root / "deltaflow.yml").write_text(
-        f"name: bench\nstorage: ./storage\nlibraries: [transformations/*.py]\n"
-        f"kafka:\n  bootstrap_servers: {bootstrap}\n")
+        f"name: bench\nstorage: {storage}\nlibraries: [transformations/*.py]\n"
+        f"kafka:\n  bootstrap_servers: {bootstrap}\n{spec_extra}")
     return root / "deltaflow.yml"
 
 

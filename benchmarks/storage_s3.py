@@ -27,7 +27,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from bronze_ingest import TOPIC, event_payloads, free_port, sustained
+from bronze_ingest import TOPIC, event_payloads, free_port, landing_job, sustained, write_project
 from cdc_merge import machine_line, versions_line
 from deltaflow.dev.broker import EmbeddedKafka
 from deltaflow.dev.generator import produce
@@ -41,34 +41,11 @@ from deltaflow.storage.s3 import hadoop_conf
 PARTS = ("addBatch", "walCommit", "commitOffsets", "latestOffset", "queryPlanning", "getBatch")
 
 
-def hand_written(spark: Any, bootstrap: str, root: str, max_offsets: int) -> list[Any]:
-    """Seed 004's raw landing job into ``root``/table; its queries' progress."""
-    from pyspark.sql.functions import col, current_timestamp
-
-    raw = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", bootstrap)
-           .option("subscribe", TOPIC).option("startingOffsets", "earliest")
-           .option("maxOffsetsPerTrigger", str(max_offsets)).load())
-    landed = raw.select(col("topic"), col("partition"), col("offset"), col("timestamp").alias("kafka_ts"),
-                        col("value").cast("string").alias("raw_payload"),
-                        current_timestamp().alias("arrived_at"))
-    query = (landed.writeStream.format("delta").option("checkpointLocation", f"{root}/_checkpoint")
-             .trigger(availableNow=True).start(f"{root}/table"))
-    query.awaitTermination()
-    return list(query.recentProgress)
-
-
 def project(folder: Path, storage: str, s3: S3Spec, bootstrap: str, max_offsets: int) -> Path:
     """A one-table deltaflow project landing the topic, with its storage at ``storage``."""
-    (folder / "transformations").mkdir(parents=True)
-    (folder / "transformations" / "bronze.py").write_text(
-        "import deltaflow as dp\n\n\n@dp.table\ndef bronze_clicks():\n"
-        f"    return dp.read_kafka('{TOPIC}', max_offsets_per_trigger={max_offsets})\n")
-    (folder / "deltaflow.yml").write_text(
-        f"name: bench\nstorage: {storage}\nlibraries: [transformations/*.py]\n"
-        f"kafka: {{bootstrap_servers: '{bootstrap}'}}\n"
-        f"s3: {{endpoint: '{s3.endpoint}', access_key: {s3.access_key}, secret_key: {s3.secret_key}, "
-        "path_style: true}\n")
-    return folder
+    keys = (f"s3: {{endpoint: '{s3.endpoint}', access_key: {s3.access_key}, secret_key: {s3.secret_key}, "
+            "path_style: true}\n")
+    return write_project(folder, bootstrap, max_offsets, storage, keys).parent
 
 
 def deltaflow_job(spark: Any, folder: Path) -> list[Any]:
@@ -130,7 +107,7 @@ def run_rounds(spark: Any, tmp: Path, s3: S3Spec, bootstrap: str, args: argparse
             tag = uuid.uuid4().hex[:8]
             root = str(tmp / f"r{round_}-{tag}") if local else f"s3a://lake/{tag}"
             if name.startswith("hand"):
-                progress = hand_written(spark, bootstrap, root, args.max_offsets)
+                progress = landing_job(spark, bootstrap, root, args.max_offsets)
             else:
                 folder = project(tmp / f"p{round_}-{tag}", root, s3, bootstrap, args.max_offsets)
                 progress = deltaflow_job(spark, folder)

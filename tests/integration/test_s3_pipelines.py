@@ -22,7 +22,7 @@ import pytest
 
 from deltaflow.pipeline import Pipeline
 from deltaflow.storage import StorageLayout
-from helpers import cli, cli_env, kill_group
+from helpers import cli, cli_env, kill_group, wait_for
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 # Columns a run fills with its own clock: the same input gives other values on every run, on any storage.
@@ -121,6 +121,22 @@ def s3_project(root: Path, storage: str, endpoint: str, definitions: str, extra:
     return root
 
 
+def start_run(project: Path, mode: str, log: Path) -> subprocess.Popen[bytes]:
+    """``deltaflow run --MODE`` of ``project`` as a process group of its own (a SIGKILL takes its JVM too)."""
+    with log.open("wb") as out:
+        command = [sys.executable, "-m", "deltaflow", "run", f"--{mode}", "--spec", str(project)]
+        return subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=cli_env(),
+                                start_new_session=True)
+
+
+def assert_each_event_once(layout: StorageLayout, count: int) -> None:
+    """Each of the ``count`` produced ids is in bronze (as Kafka's value) and in silver exactly once."""
+    for name in ("bronze", "silver"):
+        data = layout.open_table(layout.table(name)).to_pyarrow_table().to_pylist()
+        ids = Counter(json.loads(r["value"])["id"] if name == "bronze" else r["id"] for r in data)
+        assert ids == Counter(range(count)), f"{name}: each produced event exactly once"
+
+
 def test_a_run_killed_mid_batch_on_s3_holds_its_tables_until_the_next_run_takes_them(
         spark: Any, kafka_bootstrap: str, s3_root: str, s3_endpoint: str, tmp_path: Path,
         capsys: Any) -> None:
@@ -140,16 +156,10 @@ def test_a_run_killed_mid_batch_on_s3_holds_its_tables_until_the_next_run_takes_
         return {int(n) for n in layout.fs.list(f"{checkpoint}/{kind}") if n.isdigit()}
 
     log = tmp_path / "run.log"
-    with log.open("wb") as out:
-        command = [sys.executable, "-m", "deltaflow", "run", "--continuous", "--spec", str(project)]
-        proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=cli_env(),
-                                start_new_session=True)
+    proc = start_run(project, "continuous", log)
     try:
-        deadline = time.monotonic() + 240
-        while not (batches("commits") and batches("offsets") - batches("commits")):  # mid-batch
-            assert proc.poll() is None, log.read_text()[-3000:]
-            assert time.monotonic() < deadline, "no batch in flight"
-            time.sleep(0.01)
+        wait_for(lambda: batches("commits") and batches("offsets") - batches("commits"), 240,
+                 "a batch in flight after a committed one", proc, log)
         refused = cli(capsys, "run", "--available-now", "--spec", str(project))
         assert refused.returncode == 1
         line = refused.stderr.strip().splitlines()[-1]  # after the run's header line
@@ -168,10 +178,7 @@ def test_a_run_killed_mid_batch_on_s3_holds_its_tables_until_the_next_run_takes_
     assert {o.state for o in outcomes} == {"completed"}
     assert json.loads(layout.fs.read_text(layout.lease("silver")) or "{}")["expires"] == 0  # given back
 
-    for name in ("bronze", "silver"):
-        data = layout.open_table(layout.table(name)).to_pyarrow_table().to_pylist()
-        ids = Counter(json.loads(r["value"])["id"] if name == "bronze" else r["id"] for r in data)
-        assert ids == Counter(range(800)), f"{name}: each produced event exactly once"
+    assert_each_event_once(layout, 800)
 
 
 # -- several drivers, one S3 table -------------------------------------------------------------------------
@@ -246,22 +253,13 @@ def test_a_worker_killed_mid_batch_on_the_cluster_loses_and_duplicates_nothing(
     layout = Pipeline.load(project).layout
     checkpoint = layout.checkpoint("silver", "silver", 0).path
     log = tmp_path / "run.log"
-    with log.open("wb") as out:
-        command = [sys.executable, "-m", "deltaflow", "run", "--available-now", "--spec", str(project)]
-        proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=cli_env(),
-                                start_new_session=True)
+    proc = start_run(project, "available-now", log)
     try:
-        deadline = time.monotonic() + 300
-        while not [n for n in layout.fs.list(f"{checkpoint}/commits") if n.isdigit()]:
-            assert proc.poll() is None, log.read_text()[-3000:]
-            assert time.monotonic() < deadline, "no silver batch committed"
-            time.sleep(0.05)
+        wait_for(lambda: [n for n in layout.fs.list(f"{checkpoint}/commits") if n.isdigit()], 300,
+                 "a committed silver batch", proc, log)
         spark_cluster.kill_worker(0)  # batches of both flows are running or about to
         assert proc.wait(timeout=600) == 0, log.read_text()[-3000:]
     finally:
         if proc.poll() is None:
             kill_group(proc)
-    for name in ("bronze", "silver"):
-        data = layout.open_table(layout.table(name)).to_pyarrow_table().to_pylist()
-        ids = Counter(json.loads(r["value"])["id"] if name == "bronze" else r["id"] for r in data)
-        assert ids == Counter(range(1_000)), f"{name}: each produced event exactly once"
+    assert_each_event_once(layout, 1_000)
