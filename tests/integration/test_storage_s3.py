@@ -198,6 +198,58 @@ def test_bad_storage_settings_are_one_line_naming_them_and_nothing_is_written(
                                                       access_key="k", secret_key="s")).check()
 
 
+def test_credentials_the_server_refuses_are_one_line_naming_the_keys_and_nothing_is_written(
+        tmp_path: Path, capsys: Any) -> None:
+    """A server of its own that checks every request's signature (moto's IAM mode): an unknown access key
+    and a wrong secret are each refused in one line by every verb; the right pair works."""
+    import urllib.request
+
+    import boto3
+
+    from deltaflow.dev.s3_server import ACCESS_KEY, SECRET_KEY, LocalS3
+    from helpers import free_port
+
+    server = LocalS3(port=free_port(), state_dir=tmp_path / "server")
+    endpoint = server.start(["guarded"])
+    try:
+        def client(service: str, key: str, secret: str) -> Any:
+            return boto3.client(service, endpoint_url=endpoint, region_name="us-east-1",
+                                aws_access_key_id=key, aws_secret_access_key=secret)
+
+        # The next three requests create a user and its key; every request after them is checked.
+        reset = urllib.request.Request(f"{endpoint}/moto-api/reset-auth", data=b"3", method="POST",
+                                       headers={"Content-Type": "text/plain"})
+        urllib.request.urlopen(reset).close()
+        iam = client("iam", ACCESS_KEY, SECRET_KEY)
+        iam.create_user(UserName="pipeline")
+        iam.put_user_policy(UserName="pipeline", PolicyName="lake", PolicyDocument=json.dumps(
+            {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "s3:*", "Resource": "*"}]}))
+        issued = iam.create_access_key(UserName="pipeline")["AccessKey"]
+        key, secret = issued["AccessKeyId"], issued["SecretAccessKey"]
+
+        (tmp_path / "transformations").mkdir()
+        (tmp_path / "transformations" / "t.py").write_text(
+            "import deltaflow as dp\n\n@dp.table\ndef t():\n    return spark.range(3)\n")
+        for wrong_key, wrong_secret in [(key, secret[::-1]), ("AKIAUNKNOWN000000000", secret)]:
+            (tmp_path / "deltaflow.yml").write_text(
+                f"name: p\nstorage: s3a://guarded/p\ns3: {{endpoint: '{endpoint}', access_key: {wrong_key}, "
+                f"secret_key: {wrong_secret}, path_style: true}}\n")
+            for verb in (["status"], ["history", "t"], ["run"]):
+                result = cli(capsys, *verb, "--spec", str(tmp_path))
+                assert result.returncode == 1, (verb, result.stdout, result.stderr)
+                line = result.stderr.strip()
+                assert line == ("error: DF-STORAGE s3.access_key / s3.secret_key: storage "
+                                f"'s3a://guarded/p': {endpoint} refused the credentials (HTTP 403)"), line
+                assert wrong_secret not in line
+
+        good = client("s3", key, secret)
+        assert good.list_objects_v2(Bucket="guarded").get("KeyCount") == 0, "nothing written"
+        StorageLayout("s3a://guarded/p", S3Spec(endpoint=endpoint, path_style=True, access_key=key,
+                                                secret_key=secret)).check()  # the right pair is let in
+    finally:
+        server.stop()
+
+
 def test_a_master_that_does_not_answer_is_one_line_naming_it(tmp_path: Path, capsys: Any) -> None:
     from helpers import free_port
 
