@@ -113,7 +113,9 @@ def in_flight(checkpoint: Path) -> set[int]:
 
 
 def wait_for(condition: Callable[[], object], timeout: float, what: str, proc: subprocess.Popen[bytes],
-             log: Path) -> None:
+             log: Path, every: float = 0.02) -> None:
+    """Until ``condition()`` holds, checked ``every`` seconds (a batch in flight lasts far longer; polling
+    faster only takes cores from the process under test, and on S3 loads the server with LISTs)."""
     deadline = time.monotonic() + timeout
     while not condition():
         if proc.poll() is not None:
@@ -121,7 +123,7 @@ def wait_for(condition: Callable[[], object], timeout: float, what: str, proc: s
             raise AssertionError(f"deltaflow exited ({proc.returncode}) before {what}: {tail}")
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.005)
+        time.sleep(every)
 
 
 def kill_group(proc: subprocess.Popen[bytes]) -> None:

@@ -51,11 +51,19 @@ def s3_spec(s3_endpoint: str) -> S3Spec:
 
 @pytest.fixture
 def s3_root(s3_endpoint: str, monkeypatch: pytest.MonkeyPatch) -> str:
-    """A fresh prefix in bucket ``lake``; the examples' ``s3:`` keys point at the session's server."""
+    """A prefix in a fresh bucket of the test's own; the examples' ``s3:`` keys point at the session's server.
+
+    A bucket per test, not a prefix in a shared one: moto reads every key of a bucket to answer a LIST, and
+    Delta and S3A list all the time, so a shared bucket would slow each test down as the run goes on.
+    """
     import uuid
 
+    from deltaflow.dev.s3_server import LocalS3
+
+    bucket = f"t-{uuid.uuid4().hex[:12]}"
+    LocalS3.create_buckets_at(s3_endpoint, [bucket])
     monkeypatch.setenv("DELTAFLOW_S3_ENDPOINT", s3_endpoint)
-    return f"s3a://lake/{uuid.uuid4().hex[:12]}"
+    return f"s3a://{bucket}/p"
 
 
 @pytest.fixture(scope="session")

@@ -123,14 +123,15 @@ class LocalS3:
                     raise SetupError(f"the local S3 server did not start at {self.endpoint}: "
                                      f"{(tail or ['no output'])[0][:300]}", hint=f"log: {self.log_file}")
                 time.sleep(0.1)
-        self.create_buckets(buckets)
+        self.create_buckets_at(self.endpoint, buckets)
         return self.endpoint
 
-    def create_buckets(self, buckets: Iterable[str]) -> None:
-        """Create each of ``buckets`` that does not exist."""
+    @staticmethod
+    def create_buckets_at(endpoint: str, buckets: Iterable[str]) -> None:
+        """Create each of ``buckets`` that does not exist on the server at ``endpoint``."""
         import boto3
 
-        client = boto3.client("s3", endpoint_url=self.endpoint, region_name="us-east-1",
+        client = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1",
                               aws_access_key_id=ACCESS_KEY, aws_secret_access_key=SECRET_KEY)
         existing = {b["Name"] for b in client.list_buckets().get("Buckets", [])}
         for bucket in set(buckets) - existing:
