@@ -32,7 +32,7 @@ test-fast: setup
 test-long: setup  # minutes of steady input with upkeep and a SIGKILL (not part of `make test`)
 	$(BIN)/pytest -m long $(PYTEST_ARGS)
 
-test-cluster: setup  # the examples on a standalone cluster (master + 2 workers) with storage on S3 (~6 min)
+test-cluster: setup  # the examples on a standalone cluster (master + 2 workers, one SIGKILLed) with storage on S3 (~7 min)
 	$(BIN)/pytest -m cluster $(PYTEST_ARGS)
 
 lint: setup
