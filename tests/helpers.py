@@ -97,6 +97,9 @@ def cli_env() -> dict[str, str]:
     env = dict(os.environ)
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     env.pop("PYSPARK_SUBMIT_ARGS", None)
+    # These runs live seconds to a minute before their kill: a JVM that skips C2 compilation and uses the
+    # serial collector does that short work in ~20 % less time on two cores (test_exactly_once: 192 -> 152 s).
+    env["JDK_JAVA_OPTIONS"] = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
     return env
 
 

@@ -23,7 +23,7 @@ from helpers import Project, batch_ids, cli, cli_env, in_flight, kill_group, wai
 pytestmark = pytest.mark.slow
 
 EVENTS = 50_000
-KILLS = 6
+KILLS = 5
 BATCH = 2_500
 
 BRONZE = """
