@@ -64,17 +64,17 @@ def first_input(query: Any) -> float:
 
 
 def backlog_rate(spark: Any, make: Contestant, root: Path, bootstrap: str, topic: str, events: int,
-                 max_offsets: int) -> tuple[float, str]:
+                 max_offsets: int, storage: str | None = None, s3: Any = None) -> tuple[float, str]:
     """Events/s from Kafka to gold while the pipeline works through ``events`` waiting in ``topic``.
 
     The backlog flows in bronze batches of ``max_offsets``, so that gold commits several times: the rate is
     the events gold gained from its first commit with data to the commit that holds them all, over the
     time between the two commits (start-up and the pipeline's fixed latency left out).
     """
-    job = make(spark, root, bootstrap, topic, max_offsets=max_offsets)
+    job = make(spark, root, bootstrap, topic, max_offsets=max_offsets, storage=storage, s3=s3)
     began = time.time()
     job.start()
-    log = GoldLog(job.gold)
+    log = GoldLog(job.gold, job.s3)
     try:
         wait_for(log, job, lambda: log.events >= events, 900, f"{events:,} events in gold")
         first_batch = first_input(job.stage_queries()["bronze"])
@@ -118,7 +118,7 @@ def run_cell(spark: Any, make: Contestant, cell: Cell, root: Path, bootstrap: st
         drain += gold_seconds + 2 * bronze_seconds
     count = max(1, int(duration / args.probe_interval))
     load = Load(bootstrap, topic, cell.rate, probes=(args.probe_interval, count))
-    log = GoldLog(job.gold)
+    log = GoldLog(job.gold, job.s3)
     sent: list[tuple[str, float]] = []
     try:
         wait_for(log, job, lambda: log.events > 0, 300, "first events in gold")

@@ -59,9 +59,11 @@ class Deltaflow:
     name = "deltaflow"
 
     def __init__(self, spark: Any, root: Path, bootstrap: str, topic: str,
-                 intervals: dict[str, str] | None = None, max_offsets: int | None = None) -> None:
+                 intervals: dict[str, str] | None = None, max_offsets: int | None = None,
+                 storage: str | None = None, s3: Any = None) -> None:
         self.spark, self.root, self.bootstrap, self.topic = spark, root, bootstrap, topic
         self.intervals, self.max_offsets = intervals, max_offsets
+        self.storage, self.s3 = storage, s3  # tables and checkpoints elsewhere than under root (S3)
         self.outcomes: list[Any] = []
 
     def start(self) -> None:
@@ -85,10 +87,12 @@ class Deltaflow:
                             for name, part in stage.items())
             spec = project / "deltaflow.yml"
             spec.write_text(spec.read_text() + f"  flows:\n{flows}")
-        pipeline = Pipeline.load(project, spark=self.spark,
-                                 env={"DELTAFLOW_STORAGE": str(self.root / "storage"),
-                                      "DELTAFLOW_KAFKA": self.bootstrap})
-        self.gold = Path(pipeline.layout.table(GOLD))
+        env = {"DELTAFLOW_STORAGE": self.storage or str(self.root / "storage"),
+               "DELTAFLOW_KAFKA": self.bootstrap}
+        if self.s3 is not None:
+            env["DELTAFLOW_S3_ENDPOINT"] = self.s3.endpoint
+        pipeline = Pipeline.load(project, spark=self.spark, env=env)
+        self.gold = pipeline.layout.table(GOLD)
         self.stopping = threading.Event()
         self.run = pipeline.start("continuous")
         self.thread = threading.Thread(target=self._wait, name="deltaflow-run", daemon=True)
@@ -119,15 +123,18 @@ class HandWritten:
     name = "hand-written"
 
     def __init__(self, spark: Any, root: Path, bootstrap: str, topic: str,
-                 intervals: dict[str, str] | None = None, max_offsets: int | None = None) -> None:
+                 intervals: dict[str, str] | None = None, max_offsets: int | None = None,
+                 storage: str | None = None, s3: Any = None) -> None:
         self.spark, self.root, self.bootstrap, self.topic = spark, root, bootstrap, topic
         self.intervals, self.max_offsets = intervals, max_offsets
-        self.gold = root / "delta" / "gold" / "hourly_product_metrics"
+        self.storage, self.s3 = storage, s3  # tables and checkpoints elsewhere than under root (S3)
+        self.base = storage or str(root)
+        self.gold = f"{self.base}/delta/gold/hourly_product_metrics"
         self.queries: list[Any] = []
 
-    def _write(self, df: Any, stage: str, path: Path, mode: str = "append") -> None:
+    def _write(self, df: Any, stage: str, path: str, mode: str = "append") -> None:
         writer = (df.writeStream.format("delta").outputMode(mode)
-                  .option("checkpointLocation", str(self.root / "checkpoints" / stage)))
+                  .option("checkpointLocation", f"{self.base}/checkpoints/{stage}"))
         if self.intervals:
             writer = writer.trigger(processingTime=self.intervals[stage])
         self.queries.append(writer.start(str(path)))
@@ -145,8 +152,8 @@ class HandWritten:
         from pyspark.sql.functions import sum as sum_
 
         spark = self.spark
-        bronze = self.root / "delta" / "bronze" / "clickstream"
-        silver = self.root / "delta" / "silver" / "clickstream"
+        bronze = f"{self.base}/delta/bronze/clickstream"
+        silver = f"{self.base}/delta/silver/clickstream"
         reader = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", self.bootstrap)
                   .option("subscribe", self.topic).option("startingOffsets", "earliest"))
         if self.max_offsets:  # only to measure throughput (the seed sets no limit)
@@ -154,18 +161,18 @@ class HandWritten:
         raw_events = (reader.load()
                       .select(from_json(col("value").cast("string"), EVENT_SCHEMA).alias("e")).select("e.*"))
         # The seed starts the three jobs against tables that already exist: create them (empty) first.
-        spark.createDataFrame([], raw_events.schema).write.format("delta").save(str(bronze))
+        spark.createDataFrame([], raw_events.schema).write.format("delta").save(bronze)
         self._write(raw_events, "bronze", bronze)
 
-        silver_stream = (spark.readStream.format("delta").load(str(bronze))
+        silver_stream = (spark.readStream.format("delta").load(bronze)
                          .filter(col("event_type").isNotNull())
                          .filter(col("user_id").isNotNull())
                          .withColumn("event_date", to_date("event_timestamp"))
                          .withColumn("processed_at", current_timestamp()))
-        spark.createDataFrame([], silver_stream.schema).write.format("delta").save(str(silver))
+        spark.createDataFrame([], silver_stream.schema).write.format("delta").save(silver)
         self._write(silver_stream, "silver", silver)
 
-        hourly_metrics = (spark.readStream.format("delta").load(str(silver))
+        hourly_metrics = (spark.readStream.format("delta").load(silver)
                           .withWatermark("event_timestamp", "1 hour")
                           .groupBy(window("event_timestamp", "1 hour"), "product_id")
                           .agg(count("*").alias("view_count"),

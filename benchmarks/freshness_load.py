@@ -123,47 +123,79 @@ class Load:
 class GoldLog:
     """Replays the JSON commits of a Delta table from version 0 (nothing is cleaned up in a short run).
 
-    For every version: its commit time (mtime of the commit file), the sum of ``view_count`` of the live
-    non-probe rows, and the probes whose row first appears in it.
+    For every version: its commit time, the sum of ``view_count`` of the live non-probe rows, and the probes
+    whose row first appears in it. The commit time is the commit file's mtime on local disk; on S3, whose
+    object times are whole seconds, the commit's own ``commitInfo.timestamp`` (taken by the writer just
+    before it PUTs the file).
     """
 
-    path: Path
+    path: str  # a folder, or s3a://bucket/key with ``s3`` its server and keys
+    s3: Any = None
     version: int = -1
     live: dict[str, int] = field(default_factory=dict)
     versions: list[tuple[float, int]] = field(default_factory=list)  # (commit time, events in gold)
     first_seen: dict[str, float] = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        from deltaflow.storage.fs import filesystem_for, local_path
+
+        self.local = local_path(self.path)
+        self.fs = filesystem_for(self.path, self.s3)
+        self.arrow_fs: Any = None
+        if self.local is None:
+            from pyarrow.fs import S3FileSystem
+
+            endpoint = urlparse(self.s3.endpoint)
+            self.arrow_fs = S3FileSystem(access_key=self.s3.access_key, secret_key=self.s3.secret_key,
+                                         endpoint_override=endpoint.netloc, scheme=endpoint.scheme,
+                                         region=self.s3.region)
+
+    def _read_commit(self, version: int) -> tuple[float, list[dict[str, Any]]] | None:
+        name = f"{self.local or self.path}/_delta_log/{version:020d}.json"
+        if self.local is not None:
+            try:
+                mtime, text = Path(name).stat().st_mtime, Path(name).read_text()
+            except FileNotFoundError:
+                return None
+        elif (text := self.fs.read_text(name)) is None:
+            return None
+        actions = [json.loads(line) for line in text.splitlines()]
+        if self.local is None:
+            mtime = next(a["commitInfo"]["timestamp"] for a in actions if "commitInfo" in a) / 1000
+        return mtime, actions
+
     def advance(self) -> None:
         import pyarrow.compute as pc
         import pyarrow.parquet as pq
 
-        while True:
-            commit = self.path / "_delta_log" / f"{self.version + 1:020d}.json"
-            try:
-                mtime, text = commit.stat().st_mtime, commit.read_text()
-            except FileNotFoundError:
-                return
-            for line in text.splitlines():
-                action = json.loads(line)
+        while (commit := self._read_commit(self.version + 1)) is not None:
+            moment, actions = commit
+            for action in actions:
                 if "add" in action:
                     if action["add"].get("deletionVector"):
-                        raise RuntimeError(f"{commit}: deletion vectors are not handled by this benchmark")
+                        raise RuntimeError(f"{self.path} v{self.version + 1}: deletion vectors are not "
+                                           "handled by this benchmark")
                     name = self._file(action["add"]["path"])
-                    table = pq.read_table(name, columns=["product_id", "view_count"])
+                    table = pq.read_table(name, columns=["product_id", "view_count"],
+                                          filesystem=self.arrow_fs)
                     probe = pc.fill_null(pc.starts_with(table["product_id"], PROBE), False)
                     for product in table["product_id"].filter(probe).to_pylist():
-                        self.first_seen.setdefault(product, mtime)
+                        self.first_seen.setdefault(product, moment)
                     total = pc.sum(table["view_count"].filter(pc.invert(probe))).as_py()
                     self.live[name] = int(total or 0)
                 elif "remove" in action:
                     self.live.pop(self._file(action["remove"]["path"]), None)
             self.version += 1
-            self.versions.append((mtime, sum(self.live.values())))
+            self.versions.append((moment, sum(self.live.values())))
 
     def _file(self, path: str) -> str:
+        """A data file's name as pyarrow opens it: a local path, or bucket/key on S3."""
         if "://" in path or path.startswith("file:"):
-            return unquote(urlparse(path).path)
-        return str(self.path / unquote(path))
+            parsed = urlparse(path)
+            return unquote(parsed.path) if self.local is not None else parsed.netloc + unquote(parsed.path)
+        if self.local is not None:
+            return f"{self.local}/{unquote(path)}"
+        return f"{self.path.split('://', 1)[1]}/{unquote(path)}"
 
     @property
     def events(self) -> int:

@@ -19,6 +19,7 @@ from statistics import fmean
 from typing import TYPE_CHECKING, Any
 
 from deltaflow.commands.horizons import retention_warnings
+from deltaflow.commands.tables import query_rows
 from deltaflow.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -80,10 +81,9 @@ def pipeline_status(spec: Spec, layout: StorageLayout, now: datetime | None = No
     except TableNotFoundError:
         raise ConfigError(f"no event log in {layout.root}: the pipeline has not run yet",
                           hint="run it with 'deltaflow run'") from None
-    present = set(log.schema().to_arrow().names)  # a log written by an older deltaflow lacks newer columns
-    found = log.to_pyarrow_table(columns=[c for c in _COLUMNS if c in present],
-                                 filters=[("pipeline", "=", spec.name)]).to_pylist()
-    rows = [{c: row.get(c) for c in _COLUMNS} for row in found]
+    present = {f.name for f in log.schema().fields}  # a log written by an older deltaflow lacks newer columns
+    found = query_rows(log, [c for c in _COLUMNS if c in present], {"pipeline": spec.name})
+    rows: list[dict[str, Any]] = [{c: row.get(c) for c in _COLUMNS} for row in found]
     by_flow: dict[str, list[dict[str, Any]]] = {}
     for row in sorted(rows, key=lambda r: r["end_time"]):
         by_flow.setdefault(row["flow"], []).append(row)
