@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from typing import Any
@@ -90,6 +91,8 @@ def test_every_batch_and_flow_end_is_logged_and_status_reads_it_without_spark(  
                             timeout=60)
     assert result.returncode == 0, result.stderr[-2000:]
     assert "pyspark" not in result.stderr and "py4j" not in result.stderr
+    # Nor pandas or pyarrow.dataset (half a second of start): deltalake's engine reads the log.
+    assert not re.search(r"\|\s+(pandas|pyarrow\.dataset)$", result.stderr, re.MULTILINE)
     status = {s["flow"]: s for s in map(json.loads, result.stdout.splitlines())}
     assert {f: s["state"] for f, s in status.items()} == {"bronze": "completed", "silver": "completed",
                                                           "fragile": "failed"}
