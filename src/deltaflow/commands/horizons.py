@@ -23,7 +23,7 @@ from collections.abc import Collection
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
-from deltaflow.commands.readers import stream_positions
+from deltaflow.commands.readers import positions_by_table
 from deltaflow.commands.tables import open_table
 from deltaflow.durations import human, parse_duration
 
@@ -39,11 +39,13 @@ def retention_warnings(layout: StorageLayout, flows: Collection[str], now: datet
                        ) -> dict[str, list[str]]:
     """One line per (flow, table) for each of ``flows`` whose restart point nears a table's horizon."""
     warnings: dict[str, list[str]] = {}
-    for table in layout.table_names():
-        configuration = open_table(layout, table).metadata().configuration
+    tables = {table: open_table(layout, table) for table in layout.table_names()}
+    positions = positions_by_table(layout, tables, flows)
+    for table, delta in tables.items():
+        configuration = delta.metadata().configuration
         keep_log, keep_files = (parse_duration(configuration[key]) if key in configuration else default
                                 for key, default in (LOG_RETENTION, FILE_RETENTION))
-        for position in stream_positions(layout, table, flows):
+        for position in positions[table]:
             age = position.age(now)
             old = f"{human(age, up=False)} old" if age is not None else ""
             where = f"reads '{table}' from version {position.version}"

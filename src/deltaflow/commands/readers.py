@@ -18,7 +18,7 @@ Example:
 from __future__ import annotations
 
 import json
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
@@ -26,6 +26,8 @@ from typing import TYPE_CHECKING
 from deltaflow.commands.tables import open_table
 
 if TYPE_CHECKING:
+    from deltalake import DeltaTable
+
     from deltaflow.storage import FlowCheckpoint, StorageLayout
 
 
@@ -50,8 +52,8 @@ class StreamPosition:
         return (now or datetime.now(UTC)) - self.committed_at
 
 
-def stream_positions(layout: StorageLayout, table: str,
-                     flows: Collection[str] | None = None) -> list[StreamPosition]:
+def stream_positions(layout: StorageLayout, table: str, flows: Collection[str] | None = None,
+                     ) -> list[StreamPosition]:
     """Where every flow that streams ``table`` (its rows or its change feed) stands, oldest version first.
 
     Args:
@@ -62,16 +64,25 @@ def stream_positions(layout: StorageLayout, table: str,
     Flows that never committed nor started a batch are left out: they will start from the newest version.
 
     """
-    table_id = str(open_table(layout, table).metadata().id)
-    positions = []
+    return positions_by_table(layout, {table: open_table(layout, table)}, flows)[table]
+
+
+def positions_by_table(layout: StorageLayout, tables: Mapping[str, DeltaTable],
+                       flows: Collection[str] | None = None) -> dict[str, list[StreamPosition]]:
+    """:func:`stream_positions` of each of ``tables`` (opened), reading every checkpoint once.
+
+    On object storage each read is a request: one pass over the checkpoints for all tables, not one per table.
+    """
+    names = {str(delta.metadata().id): name for name, delta in tables.items()}
+    positions: dict[str, list[StreamPosition]] = {name: [] for name in tables}
     for checkpoint in layout.current_checkpoints():
         if flows is not None and checkpoint.flow not in flows:
             continue
-        version = checkpoint_position(layout, checkpoint, table_id)
-        if version is not None:
-            positions.append(StreamPosition(checkpoint.flow, checkpoint.dataset, table, version,
-                                            commit_time(layout, table, version)))
-    return sorted(positions, key=lambda p: p.version)
+        for table_id, version in checkpoint_offsets(layout, checkpoint).items():
+            if (name := names.get(table_id)) is not None:
+                positions[name].append(StreamPosition(checkpoint.flow, checkpoint.dataset, name, version,
+                                                      commit_time(layout, name, version)))
+    return {name: sorted(found, key=lambda p: p.version) for name, found in positions.items()}
 
 
 def checkpoint_position(layout: StorageLayout, checkpoint: FlowCheckpoint, table_id: str,
@@ -79,9 +90,18 @@ def checkpoint_position(layout: StorageLayout, checkpoint: FlowCheckpoint, table
     """The version of the Delta table ``table_id`` the query checkpointed at ``checkpoint`` reads next.
 
     That is, after its last committed batch, or after ``batch`` when given.
+    """
+    return checkpoint_offsets(layout, checkpoint, batch).get(table_id)
 
-    Spark's offset log holds, per batch, a line per source after two header lines; a Delta source's line is
-    ``{"reservoirId": <table id>, "reservoirVersion": v, "isStartingVersion": ..., ...}``.
+
+def checkpoint_offsets(layout: StorageLayout, checkpoint: FlowCheckpoint, batch: int | None = None,
+                       ) -> dict[str, int]:
+    """The Delta tables (by id) the query at ``checkpoint`` streams, each with the version it reads next.
+
+    After its last committed batch, or after ``batch`` when given; with no batch committed, from the
+    snapshot its first batch reads. Spark's offset log holds, per batch, a line per source after two header
+    lines; a Delta source's line is ``{"reservoirId": <table id>, "reservoirVersion": v, ...}``. A table
+    read twice by one query counts at the older of its two versions.
     """
     fs = layout.fs
     committed = [int(n) for n in fs.list(f"{checkpoint.path}/commits") if n.isdigit()]
@@ -89,14 +109,16 @@ def checkpoint_position(layout: StorageLayout, checkpoint: FlowCheckpoint, table
     if batch is None:
         batch = max(committed) if committed else min(logged, default=None)
     text = None if batch is None else fs.read_text(f"{checkpoint.path}/offsets/{batch}")
+    offsets: dict[str, int] = {}
     for line in (text or "").splitlines()[2:]:
         try:
             offset = json.loads(line)
         except ValueError:
             continue
-        if isinstance(offset, dict) and offset.get("reservoirId") == table_id:
-            return int(offset["reservoirVersion"])
-    return None
+        if isinstance(offset, dict) and "reservoirId" in offset:
+            table_id, version = str(offset["reservoirId"]), int(offset["reservoirVersion"])
+            offsets[table_id] = min(version, offsets.get(table_id, version))
+    return offsets
 
 
 def commit_time(layout: StorageLayout, table: str, version: int) -> datetime | None:
