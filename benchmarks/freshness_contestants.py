@@ -127,8 +127,7 @@ class HandWritten:
                  storage: str | None = None, s3: Any = None) -> None:
         self.spark, self.root, self.bootstrap, self.topic = spark, root, bootstrap, topic
         self.intervals, self.max_offsets = intervals, max_offsets
-        self.storage, self.s3 = storage, s3  # tables and checkpoints elsewhere than under root (S3)
-        self.base = storage or str(root)
+        self.base, self.s3 = storage or str(root), s3  # tables and checkpoints: under root, or on S3
         self.gold = f"{self.base}/delta/gold/hourly_product_metrics"
         self.queries: list[Any] = []
 
