@@ -52,7 +52,7 @@ def test_vacuum_keeps_what_a_stopped_flow_needs_and_takes_it_once_read(spark, ma
     files = parquet_files(project.table("bronze"))
     # Where silver stands, from its checkpoint: version 2, the first bronze batch it has not read
     # (version 0 created the table, 1 is the batch it read).
-    [position] = stream_positions(project.layout, "bronze")
+    [position] = stream_positions(project.layout, {"bronze": DeltaTable(project.table("bronze"))})["bronze"]
     written = {h["version"]: h["timestamp"] for h in DeltaTable(project.table("bronze")).history()}
     assert (position.flow, position.version) == ("silver", 2)
     assert position.committed_at == datetime.fromtimestamp(written[2] / 1000, UTC)

@@ -23,7 +23,7 @@ from collections.abc import Collection
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
-from deltaflow.commands.readers import positions_by_table
+from deltaflow.commands.readers import stream_positions
 from deltaflow.commands.tables import open_table
 from deltaflow.durations import human, parse_duration
 
@@ -40,7 +40,7 @@ def retention_warnings(layout: StorageLayout, flows: Collection[str], now: datet
     """One line per (flow, table) for each of ``flows`` whose restart point nears a table's horizon."""
     warnings: dict[str, list[str]] = {}
     tables = {table: open_table(layout, table) for table in layout.table_names()}
-    positions = positions_by_table(layout, tables, flows)
+    positions = stream_positions(layout, tables, flows)
     for table, delta in tables.items():
         configuration = delta.metadata().configuration
         keep_log, keep_files = (parse_duration(configuration[key]) if key in configuration else default

@@ -10,7 +10,8 @@ Read without Spark: every flow's checkpoint offset log (a Delta source there nam
 its id) and the table's Delta log.
 
 Example:
-    >>> [(p.flow, p.version) for p in stream_positions(layout, "bronze")]  # doctest: +SKIP
+    >>> bronze = {"bronze": open_table(layout, "bronze")}  # doctest: +SKIP
+    >>> [(p.flow, p.version) for p in stream_positions(layout, bronze)["bronze"]]  # doctest: +SKIP
     [('silver', 12)]
 
 """
@@ -22,8 +23,6 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
-
-from deltaflow.commands.tables import open_table
 
 if TYPE_CHECKING:
     from deltalake import DeltaTable
@@ -52,26 +51,18 @@ class StreamPosition:
         return (now or datetime.now(UTC)) - self.committed_at
 
 
-def stream_positions(layout: StorageLayout, table: str, flows: Collection[str] | None = None,
-                     ) -> list[StreamPosition]:
-    """Where every flow that streams ``table`` (its rows or its change feed) stands, oldest version first.
+def stream_positions(layout: StorageLayout, tables: Mapping[str, DeltaTable],
+                     flows: Collection[str] | None = None) -> dict[str, list[StreamPosition]]:
+    """Where every flow that streams each of ``tables`` (its rows or its change feed) stands, oldest first.
 
     Args:
         layout: The pipeline's storage.
-        table: The table read.
+        tables: The tables read, by name, already opened (their ids name them in the checkpoints).
         flows: Only these flows (default: every flow with a checkpoint on storage).
 
-    Flows that never committed nor started a batch are left out: they will start from the newest version.
+    Every checkpoint is read once for all ``tables``: on object storage each read is a request. Flows that
+    never committed nor started a batch are left out: they will start from the newest version.
 
-    """
-    return positions_by_table(layout, {table: open_table(layout, table)}, flows)[table]
-
-
-def positions_by_table(layout: StorageLayout, tables: Mapping[str, DeltaTable],
-                       flows: Collection[str] | None = None) -> dict[str, list[StreamPosition]]:
-    """:func:`stream_positions` of each of ``tables`` (opened), reading every checkpoint once.
-
-    On object storage each read is a request: one pass over the checkpoints for all tables, not one per table.
     """
     names = {str(delta.metadata().id): name for name, delta in tables.items()}
     positions: dict[str, list[StreamPosition]] = {name: [] for name in tables}

@@ -60,7 +60,7 @@ def vacuum_table(resolver: Resolver, table: str, retain: timedelta | None = None
     configured = delta.metadata().configuration.get("delta.deletedFileRetentionDuration")
     retention = retain if retain is not None else (
         parse_duration(configured) if configured else DEFAULT_RETENTION)
-    for position in stream_positions(layout, table, resolver.graph.flows):
+    for position in stream_positions(layout, {table: delta}, resolver.graph.flows)[table]:
         age, dataset = position.age(), position.dataset
         if age is None and position.version <= delta.version():
             raise ConfigError(f"flow '{position.flow}' reads '{table}' from version {position.version}, "
