@@ -96,11 +96,17 @@ def stop_on_signals() -> Iterator[threading.Event]:
 
 
 @app.command()
-def setup(force: Annotated[bool, typer.Option(help="Resolve again even if cached.")] = False) -> None:
-    """Resolve the JVM jars from Maven Central into the local cache (nothing is downloaded at run time)."""
+def setup(force: Annotated[bool, typer.Option(help="Resolve and build again even if cached.")] = False,
+          ) -> None:
+    """Resolve the JVM jars from Maven Central into the local cache, and build the driver's class archive.
+
+    Nothing is downloaded at run time; the archive makes every later Spark start about 10 s faster.
+    """
+    from deltaflow.runtime.class_archive import build_archive
     from deltaflow.runtime.jars import resolve_jars
 
     resolve_jars(force=force, log=lambda line: say(line, err))
+    build_archive(force=force, log=lambda line: say(line, err))
 
 
 def _names(value: str | None) -> frozenset[str]:

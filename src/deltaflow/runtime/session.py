@@ -3,7 +3,8 @@
 Defaults (each overridable from the spec's ``configuration``): ``spark.master=local[*]``, shuffle
 partitions equal to the cores, UI off, Delta's SQL extension and catalog, the Delta, Kafka-connector and
 S3A jars from deltaflow's cache, S3A pointed at the spec's ``s3:``, driver logging at ERROR
-(``$DELTAFLOW_LOG_LEVEL``, set by ``deltaflow -v``, changes it).
+(``$DELTAFLOW_LOG_LEVEL``, set by ``deltaflow -v``, changes it), and the driver's class archive
+(:mod:`deltaflow.runtime.class_archive`) when ``deltaflow setup`` has built it.
 
 Example:
     >>> spark = build_session(spec)  # doctest: +SKIP
@@ -20,6 +21,7 @@ from importlib import resources
 from typing import TYPE_CHECKING
 
 from deltaflow.errors import ConfigError
+from deltaflow.runtime import class_archive
 from deltaflow.runtime.jars import jars
 from deltaflow.storage.s3 import hadoop_conf
 
@@ -30,10 +32,20 @@ if TYPE_CHECKING:
     from deltaflow.storage import StorageLayout
 
 
+def driver_java_options(share: bool = True) -> str:
+    """The driver JVM's options: logging, UTC, a deep stack, and the class archive when ``share`` and built.
+
+    The ``-Xss``: Spark matches a regex over the Python traceback of a foreachBatch interrupted by a stop;
+    the regex recurses per character and overflows the default 1 MB thread stack.
+    """
+    log4j = resources.files("deltaflow.runtime") / "jvm" / "log4j2-driver.properties"
+    options = f"-Dlog4j.configurationFile={log4j} -Duser.timezone=UTC -Xss16m"
+    return f"{options} {class_archive.java_options()}".strip() if share else options
+
+
 def default_conf(layout: StorageLayout | None = None) -> dict[str, str]:
     """Deltaflow's Spark settings before the spec's ``configuration`` is applied."""
     cores = os.cpu_count() or 2
-    log4j = resources.files("deltaflow.runtime") / "jvm" / "log4j2-driver.properties"
     conf = {
         "spark.master": f"local[{cores}]",
         "spark.app.name": "deltaflow",
@@ -50,9 +62,7 @@ def default_conf(layout: StorageLayout | None = None) -> dict[str, str]:
         "spark.delta.logStore.s3a.impl": "io.deltaflow.storage.S3ConditionalLogStore",
         "spark.delta.logStore.s3.impl": "io.deltaflow.storage.S3ConditionalLogStore",
         "spark.driver.memory": "2g",
-        # -Xss: Spark matches a regex over the Python traceback of a foreachBatch interrupted by a stop;
-        # the regex recurses per character and overflows the default 1 MB thread stack.
-        "spark.driver.extraJavaOptions": f"-Dlog4j.configurationFile={log4j} -Duser.timezone=UTC -Xss16m",
+        "spark.driver.extraJavaOptions": driver_java_options(),
         "spark.sql.streaming.stopTimeout": "60s",
         # The UI is off, but its status store still keeps this much history in the driver's heap; Spark's
         # defaults (1,000 queries and jobs) make a long continuous run collect garbage for nothing.
