@@ -6,9 +6,10 @@ verifying them is most of a cold start. ``deltaflow setup`` runs a tiny pipeline
 that archive with ``-XX:SharedArchiveFile`` instead of loading those classes again: about 10 s less to the
 first committed batch on a 2-core machine.
 
-The archive belongs to one JVM build and one set of jars, so its file name is a hash of both; after a JDK,
-pyspark or jar upgrade the old one is simply not found (``deltaflow setup`` builds the new one), and a JVM
-that cannot use an archive anyway starts without it (``-Xshare:auto``).
+The archive belongs to one JVM build and one set of jars at their paths (the JVM checks the class path it
+was recorded with), so its file name is a hash of the ``java``, the pyspark installation and deltaflow's
+jars; after an upgrade or in another virtualenv the old one is simply not found (``deltaflow setup`` builds
+the new one), and a JVM that cannot use an archive anyway starts without it (``-Xshare:auto``).
 
 Example:
     >>> from deltaflow.runtime.class_archive import java_options
@@ -49,13 +50,18 @@ def archive_file() -> Path | None:
     java = _java()
     if java is None:
         return None
-    import pyspark  # the version only; pyspark's import does not start a JVM
+    key = hashlib.sha256(json.dumps(_recorded_with(java)).encode()).hexdigest()[:16]
+    return home() / "jvm" / f"{key}.jsa"
+
+
+def _recorded_with(java: Path) -> list[str]:
+    """What an archive depends on: the JVM build, the pyspark installation, deltaflow's jars."""
+    import pyspark  # the version and the place only; pyspark's import does not start a JVM
 
     libjvm = next(java.parent.parent.glob("lib/server/libjvm.so"), java)
     stamp = jar_dir("spark") / ".resolved"
-    key = json.dumps([str(java), libjvm.stat().st_mtime_ns, pyspark.__version__,
-                      stamp.read_text() if stamp.is_file() else ""])
-    return home() / "jvm" / f"{hashlib.sha256(key.encode()).hexdigest()[:16]}.jsa"
+    return [str(java), str(libjvm.stat().st_mtime_ns), str(Path(pyspark.__file__).parent),
+            pyspark.__version__, stamp.read_text() if stamp.is_file() else ""]
 
 
 def java_options() -> str:
@@ -64,6 +70,21 @@ def java_options() -> str:
         return ""
     archive = archive_file()
     return f"-XX:SharedArchiveFile={archive} {_QUIET}" if archive and archive.is_file() else ""
+
+
+def _remove_orphans(folder: Path) -> None:
+    """Delete the archives whose JVM or pyspark installation is gone (a removed virtualenv, an old JDK)."""
+    for archive in folder.glob("*.jsa"):
+        if not archive.with_suffix(".json").is_file():
+            archive.unlink(missing_ok=True)
+    for record in folder.glob("*.json"):
+        try:
+            java, _, pyspark_dir, *_ = json.loads(record.read_text())
+        except (ValueError, TypeError):
+            java, pyspark_dir = "", ""
+        if not (Path(java).is_file() and Path(pyspark_dir).is_dir()):
+            record.with_suffix(".jsa").unlink(missing_ok=True)
+            record.unlink(missing_ok=True)
 
 
 # The pipeline the archive is built from: a file source, an expectation, an append, an auto-CDC MERGE, a
@@ -96,8 +117,8 @@ def build_archive(force: bool = False, log: Callable[[str], None] = print) -> Pa
 
     A failure here costs only speed: it is logged and ``None`` returned, and runs start without an archive.
     """
-    archive = archive_file()
-    if archive is None:
+    java, archive = _java(), archive_file()
+    if java is None or archive is None:
         log("class archive: no 'java' on PATH; skipped")
         return None
     if archive.is_file() and not force:
@@ -129,9 +150,8 @@ def build_archive(force: bool = False, log: Callable[[str], None] = print) -> Pa
         log(f"class archive: not built ({last[:300]}); runs start without one")
         return None
     partial.replace(archive)
-    for old in archive.parent.glob("*.jsa"):  # archives of an older JDK, pyspark or jar set
-        if old != archive:
-            old.unlink(missing_ok=True)
+    archive.with_suffix(".json").write_text(json.dumps(_recorded_with(java)))
+    _remove_orphans(archive.parent)
     size = archive.stat().st_size / 2**20
     log(f"class archive: {archive} ({size:,.0f} MiB, {time.monotonic() - started:.0f} s)")
     return archive
