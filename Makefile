@@ -45,6 +45,7 @@ bench: setup
 	$(BIN)/python benchmarks/cdc_merge.py
 	$(BIN)/python benchmarks/quality.py
 	$(BIN)/python benchmarks/compaction.py
+	$(BIN)/python benchmarks/restart.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache deltaflow_demo

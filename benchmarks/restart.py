@@ -33,6 +33,7 @@ import tempfile
 import time
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "orders"
 ORDER_SCHEMA = ("order_id STRING, customer_id STRING, product_category STRING, amount DOUBLE, "
@@ -41,7 +42,7 @@ ORDER_SCHEMA = ("order_id STRING, customer_id STRING, product_category STRING, a
 
 # -- the hand-written job (run in its own process: `restart.py --hand ROOT --mode noop|continuous`) --------
 
-def hand_session(archive: bool = False):  # type: ignore[no-untyped-def]
+def hand_session(archive: bool = False) -> Any:
     """A SparkSession as a user's job starts it: Delta's extension and the cached jars, nothing else."""
     from pyspark.sql import SparkSession
 
@@ -53,8 +54,10 @@ def hand_session(archive: bool = False):  # type: ignore[no-untyped-def]
                .config("spark.jars", ",".join(str(j) for j in jars("spark")))
                .config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
                .config("spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog")
-               .config("spark.sql.shuffle.partitions", str(cores))
-               .config("spark.ui.enabled", "false"))
+               .config("spark.sql.shuffle.partitions", str(cores))  # deltaflow's tuning, for fairness
+               .config("spark.databricks.delta.snapshotPartitions", str(cores))
+               .config("spark.ui.enabled", "false")
+               .config("spark.ui.showConsoleProgress", "false"))
     if archive:
         builder = builder.config("spark.driver.extraJavaOptions", java_options())
     return builder.getOrCreate()
@@ -66,35 +69,40 @@ def hand_job(root: Path, continuous: bool) -> None:
     spark = hand_session()
     spark.sparkContext.setLogLevel("ERROR")
 
-    def write(df, name: str, mode: str = "append"):  # type: ignore[no-untyped-def]
+    def write(df: Any, name: str, mode: str = "append") -> Any:
         writer = (df.writeStream.format("delta").outputMode(mode)
                   .option("checkpointLocation", str(root / "checkpoints" / name)))
         if continuous:
             return writer.trigger(processingTime="0 seconds").start(str(root / "tables" / name))
         return writer.trigger(availableNow=True).start(str(root / "tables" / name))
 
-    bronze = (spark.readStream.format("json").schema(ORDER_SCHEMA).load(str(root / "landing"))
-              .withColumn("source_file", F.input_file_name()))
-    silver = (spark.readStream.format("delta").load(str(root / "tables" / "bronze"))
-              .where(F.col("order_id").isNotNull() & (F.col("amount") > 0)
-                     & F.col("order_timestamp").isNotNull())
-              .withWatermark("order_timestamp", "1 day").dropDuplicatesWithinWatermark(["order_id"])
-              .withColumn("order_date", F.to_date("order_timestamp")))
-    gold = (spark.readStream.format("delta").load(str(root / "tables" / "silver"))
-            .groupBy(F.window("order_timestamp", "1 day"), "product_category")
-            .agg(F.count("order_id").alias("order_count"), F.sum("amount").alias("total_revenue"),
-                 F.avg("amount").alias("avg_order_value")))
+    def bronze() -> Any:
+        return (spark.readStream.format("json").schema(ORDER_SCHEMA).load(str(root / "landing"))
+                .withColumn("source_file", F.input_file_name()))
+
+    def silver() -> Any:
+        return (spark.readStream.format("delta").load(str(root / "tables" / "bronze"))
+                .where(F.col("order_id").isNotNull() & (F.col("amount") > 0)
+                       & F.col("order_timestamp").isNotNull())
+                .withWatermark("order_timestamp", "1 day").dropDuplicatesWithinWatermark(["order_id"])
+                .withColumn("order_date", F.to_date("order_timestamp")))
+
+    def gold() -> Any:
+        return (spark.readStream.format("delta").load(str(root / "tables" / "silver"))
+                .groupBy(F.window("order_timestamp", "1 day"), "product_category")
+                .agg(F.count("order_id").alias("order_count"), F.sum("amount").alias("total_revenue"),
+                     F.avg("amount").alias("avg_order_value")))
+
+    stages = ((bronze, "bronze", "append"), (silver, "silver", "append"), (gold, "gold", "complete"))
     if continuous:  # all three at once, until SIGTERM
-        for df, name, mode in ((bronze, "bronze", "append"), (silver, "silver", "append"),
-                               (gold, "gold", "complete")):
-            write(df, name, mode)
+        for query, name, mode in stages:
+            write(query(), name, mode)
         signal.sigwait({signal.SIGTERM})
-        for query in spark.streams.active:
-            query.stop()
+        for running in spark.streams.active:
+            running.stop()
     else:  # one after the other, each over what the one before wrote
-        write(bronze, "bronze").awaitTermination()
-        write(silver, "silver").awaitTermination()
-        write(gold, "gold", "complete").awaitTermination()
+        for query, name, mode in stages:
+            write(query(), name, mode).awaitTermination()
     spark.stop()
 
 
@@ -107,6 +115,7 @@ def bare(archive: bool) -> None:
 def drop_orders(landing: Path, rng: random.Random, name: str, count: int = 200) -> None:
     from deltaflow.dev.sample_data import order_events, write_json_lines
 
+    landing.mkdir(parents=True, exist_ok=True)
     write_json_lines(landing, name, order_events(rng, datetime.now(UTC), count))
 
 
@@ -147,31 +156,48 @@ class Contestant:
 
 
 def contestants(tmp: Path) -> list[Contestant]:
-    """The six contestants, each with its folders prepared (the pipelines run once, untimed)."""
+    """The six contestants, each pipeline in folders of its own, run once (untimed) to set them up.
+
+    The no-op runs have folders that never get new files, so every one of their runs is a true no-op; the
+    restarts get one new file per round.
+    """
     from deltaflow.pipeline import Pipeline
 
     me = [sys.executable, str(Path(__file__).resolve())]
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
     rng = random.Random(7)
-    hand, ours = tmp / "hand", tmp / "deltaflow"
-    shutil.copytree(EXAMPLE, ours / "project")
-    ours_env = {**env, "DELTAFLOW_STORAGE": str(ours / "data"), "DELTAFLOW_LANDING": str(ours / "landing")}
-    for landing in (hand / "landing", ours / "landing" / "orders"):
-        drop_orders(landing, rng, "orders-first.json", 2_000)
-    deltaflow = [sys.executable, "-m", "deltaflow", "run", "--quiet", "--spec", str(ours / "project")]
     print("preparing: each pipeline's first run (untimed)...", flush=True)
-    subprocess.run([*me, "--hand", str(hand)], env=env, check=True, stderr=subprocess.DEVNULL)
-    subprocess.run([*deltaflow, "--available-now"], env=ours_env, check=True, stderr=subprocess.DEVNULL)
-    pipeline = Pipeline.load(ours / "project", env=ours_env)
+
+    def hand(name: str, continuous: bool) -> Contestant:
+        root = tmp / name
+        drop_orders(root / "landing", rng, "orders-first.json", 2_000)
+        subprocess.run([*me, "--hand", str(root)], env=env, check=True, stderr=subprocess.DEVNULL)
+        if not continuous:
+            return Contestant(name, [*me, "--hand", str(root)], env)
+        return Contestant(name, [*me, "--hand", str(root), "--continuous"], env, root / "landing",
+                          root / "tables" / "bronze" / "_delta_log")
+
+    def ours(name: str, continuous: bool) -> Contestant:
+        root = tmp / name
+        shutil.copytree(EXAMPLE, root / "project")
+        ours_env = {**env, "DELTAFLOW_STORAGE": str(root / "data"),
+                    "DELTAFLOW_LANDING": str(root / "landing")}
+        drop_orders(root / "landing" / "orders", rng, "orders-first.json", 2_000)
+        command = [sys.executable, "-m", "deltaflow", "run", "--quiet", "--spec", str(root / "project")]
+        subprocess.run([*command, "--available-now"], env=ours_env, check=True, stderr=subprocess.DEVNULL)
+        if not continuous:
+            return Contestant(name, [*command, "--available-now"], ours_env)
+        bronze = Pipeline.load(root / "project", env=ours_env).layout.table("bronze_orders")
+        return Contestant(name, [*command, "--continuous"], ours_env, root / "landing" / "orders",
+                          Path(bronze) / "_delta_log")
+
     return [
         Contestant("bare session", [*me, "--bare"], env),
         Contestant("bare session, class archive", [*me, "--bare", "--archive"], env),
-        Contestant("hand-written no-op", [*me, "--hand", str(hand)], env),
-        Contestant("deltaflow no-op", [*deltaflow, "--available-now"], ours_env),
-        Contestant("hand-written restart", [*me, "--hand", str(hand), "--continuous"], env, hand / "landing",
-                   hand / "tables" / "bronze" / "_delta_log"),
-        Contestant("deltaflow restart", [*deltaflow, "--continuous"], ours_env, ours / "landing" / "orders",
-                   Path(pipeline.layout.table("bronze_orders")) / "_delta_log"),
+        hand("hand-written no-op", continuous=False),
+        ours("deltaflow no-op", continuous=False),
+        hand("hand-written restart", continuous=True),
+        ours("deltaflow restart", continuous=True),
     ]
 
 
@@ -211,7 +237,7 @@ def main() -> None:
 
     rng = random.Random(11)
     with tempfile.TemporaryDirectory(prefix="deltaflow-restart-") as tmp:
-        players = contestants(Path(tmp))
+        players = contestants(Path(tmp).resolve())
         times: dict[str, list[float]] = {p.name: [] for p in players}
         for r in range(args.warmup + args.rounds):
             label = "warm-up" if r < args.warmup else f"round {r - args.warmup + 1}"
