@@ -224,10 +224,12 @@ class EventLog:
             self.error = exc
 
 
-def event_log_listener(log: EventLog, on_progress: Callable[[dict[str, Any]], None] | None = None) -> Any:
+def event_log_listener(log: EventLog, on_progress: Callable[[dict[str, Any]], None] | None = None,
+                       on_terminated: Callable[[], None] | None = None) -> Any:
     """A Spark ``StreamingQueryListener`` sending every progress to ``log`` (and, parsed, to ``on_progress``).
 
-    Spark calls it on its listener thread: ``on_progress`` should only hand the progress over.
+    Spark calls it on its listener thread: ``on_progress`` and ``on_terminated`` (a query ended) should only
+    hand over.
     """
     from pyspark.sql.streaming.listener import StreamingQueryListener
 
@@ -251,6 +253,8 @@ def event_log_listener(log: EventLog, on_progress: Callable[[dict[str, Any]], No
             pass
 
         def onQueryTerminated(self, event: Any) -> None:
-            pass  # the run logs how each flow ended (completed, stopped, failed), see PipelineRun
+            # How each flow ended (completed, stopped, failed) is logged by the run; see PipelineRun.
+            if on_terminated is not None:
+                on_terminated()
 
     return EventLogListener()

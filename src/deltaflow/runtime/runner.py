@@ -145,7 +145,8 @@ class PipelineRun:
         self._ended: set[str] = set()  # flows whose query has ended and been looked at
         self.event_log = EventLog(self.layout.event_log, self.spec.name,
                                   storage_options=self.layout.storage_options)
-        self._listener = event_log_listener(self.event_log, self._progress.put)
+        self._wake = threading.Event()  # a query ended: look now rather than at the next poll
+        self._listener = event_log_listener(self.event_log, self._progress.put, on_terminated=self._wake.set)
         self.leases = TableLeases(self.layout, self.spec.name, self.event_log.run_id,
                                   lease_ttl(self.spec.lease.ttl))
 
@@ -308,7 +309,9 @@ class PipelineRun:
                 stop.set()
             if not (self.pending or any(q.isActive for n, q in self.queries.items() if n not in self._ended)):
                 break
-            if self.leases.lost or stop.wait(POLL_SECONDS):
+            self._wake.wait(POLL_SECONDS)
+            self._wake.clear()
+            if self.leases.lost or stop.is_set():
                 self.stop(grace_seconds)
                 break
         self.maintainer.close(cancel=stop.is_set())
