@@ -34,6 +34,7 @@ from pathlib import Path
 from deltaflow.runtime.jars import home, jar_dir
 
 _QUIET = "-Xshare:auto -Xlog:cds=off -Xlog:cds+dynamic=off"
+_RECORD = "DELTAFLOW_CLASS_ARCHIVE_RECORD"  # set by build_archive for the one run that records the archive
 
 
 def _java() -> Path | None:
@@ -65,7 +66,12 @@ def _recorded_with(java: Path) -> list[str]:
 
 
 def java_options() -> str:
-    """JVM options that map the archive; ``""`` when there is none or ``$DELTAFLOW_CLASS_ARCHIVE`` is 0."""
+    """JVM options that map the archive; ``""`` when there is none or ``$DELTAFLOW_CLASS_ARCHIVE`` is 0.
+
+    While :func:`build_archive` runs its pipeline, the options that record the archive instead.
+    """
+    if recording := os.environ.get(_RECORD):
+        return f"-XX:ArchiveClassesAtExit={recording} -Xlog:cds=off -Xlog:cds+dynamic=off"
     if os.environ.get("DELTAFLOW_CLASS_ARCHIVE") == "0":
         return ""
     archive = archive_file()
@@ -124,8 +130,6 @@ def build_archive(force: bool = False, log: Callable[[str], None] = print) -> Pa
     if archive.is_file() and not force:
         log(f"class archive: {archive} already built")
         return archive
-    from deltaflow.runtime.session import driver_java_options
-
     archive.parent.mkdir(parents=True, exist_ok=True)
     partial = archive.with_suffix(f".{os.getpid()}.partial")
     started = time.monotonic()
@@ -136,11 +140,9 @@ def build_archive(force: bool = False, log: Callable[[str], None] = print) -> Pa
         (project / "landing" / "0.json").write_text("\n".join(
             json.dumps({"id": str(i % 7) if i % 11 else None, "seq": i, "n": i}) for i in range(50)))
         (project / "definitions.py").write_text(_DEFINITIONS)
-        options = f"{driver_java_options(share=False)} -XX:ArchiveClassesAtExit={partial}"
-        (project / "deltaflow.yml").write_text(
-            f"name: class-archive\nstorage: ./storage\nlibraries: [definitions.py]\n"
-            f"configuration:\n  spark.driver.extraJavaOptions: {json.dumps(options)}\n")
-        env = {**os.environ, "DELTAFLOW_CLASS_ARCHIVE": "0"}
+        (project / "deltaflow.yml").write_text("name: class-archive\nstorage: ./storage\n"
+                                               "libraries: [definitions.py]\n")
+        env = {**os.environ, _RECORD: str(partial)}
         env.pop("JDK_JAVA_OPTIONS", None)  # a dump records the flags it ran with; use none of the caller's
         proc = subprocess.run([sys.executable, "-m", "deltaflow", "run", "--available-now", "--quiet",
                                "--spec", str(project)], capture_output=True, text=True, env=env, check=False)

@@ -32,15 +32,15 @@ if TYPE_CHECKING:
     from deltaflow.storage import StorageLayout
 
 
-def driver_java_options(share: bool = True) -> str:
-    """The driver JVM's options: logging, UTC, a deep stack, and the class archive when ``share`` and built.
+def driver_java_options() -> str:
+    """The driver JVM's options: logging, UTC, a deep stack, and the class archive once built.
 
     The ``-Xss``: Spark matches a regex over the Python traceback of a foreachBatch interrupted by a stop;
     the regex recurses per character and overflows the default 1 MB thread stack.
     """
     log4j = resources.files("deltaflow.runtime") / "jvm" / "log4j2-driver.properties"
     options = f"-Dlog4j.configurationFile={log4j} -Duser.timezone=UTC -Xss16m"
-    return f"{options} {class_archive.java_options()}".strip() if share else options
+    return f"{options} {class_archive.java_options()}".strip()
 
 
 def default_conf(layout: StorageLayout | None = None) -> dict[str, str]:
