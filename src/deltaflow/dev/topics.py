@@ -122,11 +122,21 @@ def create_topic(bootstrap: str, topic: str, partitions: int = 1, timeout: float
     while (left := deadline - time.monotonic()) > 0:
         try:
             if try_create_topic(admin, topic, partitions, timeout=max(0.5, min(left, 5.0))):
-                return
+                break
         except KafkaException as exc:
             reason = _describe(exc)
             raise SourceError(f"cannot create topic '{topic}': {reason}", location=bootstrap) from None
         time.sleep(min(_RETRY_PAUSE, max(0.0, deadline - time.monotonic())))
-    raise SourceError(
-        f"cannot create topic '{topic}': no broker answered within {timeout:g}s", location=bootstrap
-    )
+    else:
+        raise SourceError(
+            f"cannot create topic '{topic}': no broker answered within {timeout:g}s", location=bootstrap
+        )
+    # The controller has created it; the broker serves it once its metadata has caught up (KRaft), and a
+    # client asking before then sees the topic without partitions.
+    while deadline - time.monotonic() > 0:
+        found = admin.list_topics(topic, timeout=5).topics.get(topic)
+        if found is not None and found.error is None and found.partitions:
+            return
+        time.sleep(0.05)
+    raise SourceError(f"topic '{topic}' was created but the broker does not serve it after {timeout:g}s",
+                      location=bootstrap)
