@@ -56,13 +56,16 @@ def archive_file() -> Path | None:
 
 
 def _recorded_with(java: Path) -> list[str]:
-    """What an archive depends on: the JVM build, the pyspark installation, deltaflow's jars."""
+    """What an archive depends on: the JVM build, the pyspark installation, every jar's size and time."""
     import pyspark  # the version and the place only; pyspark's import does not start a JVM
 
     libjvm = next(java.parent.parent.glob("lib/server/libjvm.so"), java)
-    stamp = jar_dir("spark") / ".resolved"
-    return [str(java), str(libjvm.stat().st_mtime_ns), str(Path(pyspark.__file__).parent),
-            pyspark.__version__, stamp.read_text() if stamp.is_file() else ""]
+    pyspark_dir = Path(pyspark.__file__).parent
+    # The JVM refuses an archive when a jar it was recorded from has another size or time (a reinstall).
+    jars = sorted([*(pyspark_dir / "jars").glob("*.jar"), *jar_dir("spark").glob("*.jar")])
+    files = hashlib.sha256("".join(f"{j}:{j.stat().st_size}:{j.stat().st_mtime_ns}" for j in jars).encode())
+    return [str(java), str(libjvm.stat().st_mtime_ns), str(pyspark_dir), pyspark.__version__,
+            files.hexdigest()]
 
 
 def java_options() -> str:
@@ -78,8 +81,9 @@ def java_options() -> str:
     return f"-XX:SharedArchiveFile={archive} {_QUIET}" if archive and archive.is_file() else ""
 
 
-def _remove_orphans(folder: Path) -> None:
-    """Delete the archives whose JVM or pyspark installation is gone (a removed virtualenv, an old JDK)."""
+def _remove_orphans(current: Path) -> None:
+    """Delete the archives that ``current`` replaces, or whose JVM or pyspark installation is gone."""
+    folder, here = current.parent, str(Path(json.loads(current.with_suffix(".json").read_text())[2]))
     for archive in folder.glob("*.jsa"):
         if not archive.with_suffix(".json").is_file():
             archive.unlink(missing_ok=True)
@@ -88,7 +92,8 @@ def _remove_orphans(folder: Path) -> None:
             java, _, pyspark_dir, *_ = json.loads(record.read_text())
         except (ValueError, TypeError):
             java, pyspark_dir = "", ""
-        if not (Path(java).is_file() and Path(pyspark_dir).is_dir()):
+        replaced = pyspark_dir == here and record.stem != current.stem
+        if replaced or not (Path(java).is_file() and Path(pyspark_dir).is_dir()):
             record.with_suffix(".jsa").unlink(missing_ok=True)
             record.unlink(missing_ok=True)
 
@@ -153,7 +158,7 @@ def build_archive(force: bool = False, log: Callable[[str], None] = print) -> Pa
         return None
     partial.replace(archive)
     archive.with_suffix(".json").write_text(json.dumps(_recorded_with(java)))
-    _remove_orphans(archive.parent)
+    _remove_orphans(archive)
     size = archive.stat().st_size / 2**20
     log(f"class archive: {archive} ({size:,.0f} MiB, {time.monotonic() - started:.0f} s)")
     return archive
