@@ -25,7 +25,11 @@ def _label(resolver: Resolver, name: str) -> str:
     kind = KIND_LABELS[resolver.kinds[name]]
     refresh = resolver.graph.datasets[name].refresh
     if resolver.kinds[name] == "materialized_view" and refresh is not None:
-        kind += f", by window {refresh.column} {refresh.duration}"
+        from deltaflow.sinks.incremental_plan import plan_view
+
+        plan = plan_view(resolver, name)
+        how = plan.describe() if not isinstance(plan, str) else f"windows recomputed: {plan}"
+        kind += f", by window {refresh.column} {refresh.duration}, {how}"
     return kind
 
 

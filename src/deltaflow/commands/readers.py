@@ -95,11 +95,11 @@ def checkpoint_offsets(layout: StorageLayout, checkpoint: FlowCheckpoint, batch:
     read twice by one query counts at the older of its two versions.
     """
     fs = layout.fs
-    committed = [int(n) for n in fs.list(f"{checkpoint.path}/commits") if n.isdigit()]
-    logged = [int(n) for n in fs.list(f"{checkpoint.path}/offsets") if n.isdigit()]
+    committed = [int(n) for n in fs.list(checkpoint.commits) if n.isdigit()]
+    logged = [int(n) for n in fs.list(checkpoint.offsets) if n.isdigit()]
     if batch is None:
         batch = max(committed) if committed else min(logged, default=None)
-    text = None if batch is None else fs.read_text(f"{checkpoint.path}/offsets/{batch}")
+    text = None if batch is None else fs.read_text(f"{checkpoint.offsets}/{batch}")
     offsets: dict[str, int] = {}
     for line in (text or "").splitlines()[2:]:
         try:

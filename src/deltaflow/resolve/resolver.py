@@ -276,7 +276,8 @@ class Resolver(ResolvedGraph):
     # -- building a flow again ----------------------------------------------------------------------------
 
     def rebuild(self, flow: Flow, restrict: Mapping[str, Column] | None = None,
-                spark: SparkSession | None = None) -> DataFrame:
+                spark: SparkSession | None = None, stand_ins: Mapping[str, DataFrame] | None = None,
+                ) -> DataFrame:
         """Build ``flow``'s DataFrame again, reading only the rows ``restrict`` selects from each table.
 
         Args:
@@ -284,15 +285,16 @@ class Resolver(ResolvedGraph):
             restrict: Per table read, a filter on its rows.
             spark: The session to build it on (default: the pipeline's), e.g. a micro-batch's own, so
                 that the write's session settings (its transaction id) reach no other flow.
+            stand_ins: Per table read, a DataFrame read instead (e.g. a micro-batch of its new rows).
 
         """
         with self._lock:
-            self._restrict = restrict
+            self._restrict, self._stand_ins = restrict, stand_ins
             try:
                 with self._active(spark):
                     return self._call(flow)
             finally:
-                self._restrict = None
+                self._restrict = self._stand_ins = None
 
     def build_over(self, flow: Flow, stand_ins: Mapping[str, DataFrame]) -> DataFrame:
         """Build ``flow`` (expectations included) with batch DataFrames standing in for tables it reads.
@@ -301,14 +303,7 @@ class Resolver(ResolvedGraph):
         """
         from deltaflow.expectations import checked, expectations_of
 
-        with self._lock:
-            self._stand_ins = stand_ins
-            try:
-                with self._active():
-                    df = self._call(flow)
-            finally:
-                self._stand_ins = None
-        return checked(df, flow.name, expectations_of(flow.func))
+        return checked(self.rebuild(flow, stand_ins=stand_ins), flow.name, expectations_of(flow.func))
 
     def rebuild_flow(self, name: str) -> ResolvedFlow:
         """Build flow ``name`` again, over the tables as they are now, and keep the result."""

@@ -31,6 +31,7 @@ from deltaflow.runtime.maintenance import Maintainer
 from deltaflow.runtime.refresh import FullRefresh
 from deltaflow.runtime.stopping import stop_between_batches
 from deltaflow.runtime.triggers import Trigger
+from deltaflow.sinks.materialize import outdated
 from deltaflow.sinks.tables import ensure_table, replace_rows
 from deltaflow.sinks.writer import FlowWriters
 from deltaflow.storage.lease import TableLeases, lease_ttl
@@ -184,10 +185,12 @@ class PipelineRun:
     def _full_refresh_set(self, selected: set[str]) -> list[str]:
         """The datasets to rebuild, upstream first, each with its refresh recorded before any work.
 
-        A refresh left unfinished by an earlier run is finished, with everything downstream of it.
+        A refresh left unfinished by an earlier run is finished, with everything downstream of it; so is
+        one of an incremental view whose state was built for another plan.
         """
         names = set(self.graph.datasets) if self.plan.full_refresh_all else set(self.plan.full_refresh)
-        names |= {d for d in selected if FullRefresh(self.layout, d).pending() is not None}
+        names |= {d for d in selected if FullRefresh(self.layout, d).pending() is not None
+                  or outdated(self.resolver, d)}
         ordered = [d for d in self.resolver.order()
                    if d in self.resolver.downstream(names) and self.graph.datasets[d].runs]
         for dataset in ordered:

@@ -8,7 +8,9 @@ batch replayed after a crash is skipped by Delta instead of written twice.
 
 With :func:`deltaflow.by_window`, only the windows the new rows fall in are recomputed, from every row of
 the inputs in those windows (so late rows and distinct counts stay exact), and replaced with
-``replaceWhere``; a batch touching more than :data:`MAX_WINDOWS` windows recomputes everything.
+``replaceWhere``; a batch touching more than :data:`MAX_WINDOWS` windows recomputes everything. A view
+by window whose query is one decomposable aggregation over one append-only table is not recomputed at
+all: each batch of new rows is aggregated alone and merged in (:mod:`deltaflow.sinks.incremental`).
 
 Example:
     >>> checkpoint = layout.checkpoint("gold_hourly", "gold_hourly")  # doctest: +SKIP
@@ -25,6 +27,8 @@ from typing import TYPE_CHECKING
 from deltaflow.errors import SinkError
 from deltaflow.sinks.conflicts import retry_conflicts
 from deltaflow.sinks.idempotent import flow_app_id, idempotent_writes
+from deltaflow.sinks.incremental import IncrementalRefresh
+from deltaflow.sinks.incremental_plan import plan_view
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -35,6 +39,7 @@ if TYPE_CHECKING:
     from deltaflow.storage import FlowCheckpoint
 
 MAX_WINDOWS = 64
+_UNLIMITED = 2**31 - 1  # files per trigger: a view's first batch takes its input's snapshot whole
 _WINDOW_START, _WINDOW_END, _FULL = "_df_window_start", "_df_window_end", "_df_full"
 
 
@@ -60,6 +65,8 @@ class MaterializedView:
         self.path = self.layout.table(self.name)
         self.refreshes = 0
         self._app_id: str | None = None
+        self.plan = plan_view(self.resolver, self.name)
+        self.incremental = None if isinstance(self.plan, str) else IncrementalRefresh(self, self.plan)
 
     @property
     def inputs(self) -> list[str]:
@@ -72,6 +79,8 @@ class MaterializedView:
 
     def start(self, trigger: Trigger) -> StreamingQuery | None:
         """Start the driver query; without pipeline inputs, refresh once now and return None."""
+        if self.incremental is None:  # batches recomputed from here on are not in any incremental state
+            self.layout.fs.delete(self.checkpoint.view_plan)
         if not self.inputs:
             self.refresh_all()
             return None
@@ -83,6 +92,10 @@ class MaterializedView:
         from pyspark.sql import functions as F
 
         spark = self.resolver.context.spark
+        if self.incremental is not None:  # every new row of its one input; the first batch all of them
+            source = self.incremental.plan.input
+            return (spark.readStream.format("delta").option("maxFilesPerTrigger", _UNLIMITED)
+                    .load(self.layout.table(source)))
         refresh = self.dataset.refresh
         parts = []
         for name in self.inputs:
@@ -106,6 +119,9 @@ class MaterializedView:
     def _on_batch(self, batch: DataFrame, batch_id: int) -> None:
         from pyspark.sql import functions as F
 
+        if self.incremental is not None:
+            self.incremental.apply(batch, batch_id)
+            return
         refresh = self.dataset.refresh
         session = batch.sparkSession
         if refresh is None:
@@ -152,6 +168,22 @@ class MaterializedView:
         if self._app_id is None:
             self._app_id = flow_app_id(self.layout, self.checkpoint)
         return self._app_id
+
+
+def outdated(resolver: Resolver, name: str) -> bool:
+    """Whether incremental view ``name`` holds state built for another plan: it needs a full refresh.
+
+    The state (the view's rows and its distinct values) was built by the batches its checkpoint has
+    committed; a plan written beside them that is not the view's plan now (a changed definition, or
+    batches recomputed by window in between) means that state cannot be merged into.
+    """
+    plan = plan_view(resolver, name) if resolver.kinds[name] == "materialized_view" else None
+    if plan is None or isinstance(plan, str):
+        return False
+    layout = resolver.context.layout
+    checkpoint = layout.checkpoint(name, name)
+    committed = any(n.isdigit() for n in layout.fs.list(checkpoint.commits))
+    return committed and layout.fs.read_text(checkpoint.view_plan) != plan.signature
 
 
 def _in_windows(column: str, windows: list[tuple[int, int]]) -> Column:
