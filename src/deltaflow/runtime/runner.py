@@ -185,12 +185,11 @@ class PipelineRun:
     def _full_refresh_set(self, selected: set[str]) -> list[str]:
         """The datasets to rebuild, upstream first, each with its refresh recorded before any work.
 
-        A refresh left unfinished by an earlier run is finished, with everything downstream of it; so is
-        one of an incremental view whose state was built for another plan.
+        Also rebuilt, with all downstream: a refresh left unfinished, an incremental view's outdated state.
         """
         names = set(self.graph.datasets) if self.plan.full_refresh_all else set(self.plan.full_refresh)
-        names |= {d for d in selected if FullRefresh(self.layout, d).pending() is not None
-                  or outdated(self.resolver, d)}
+        names |= {d for d in selected
+                  if FullRefresh(self.layout, d).pending() is not None or outdated(self.resolver, d)}
         ordered = [d for d in self.resolver.order()
                    if d in self.resolver.downstream(names) and self.graph.datasets[d].runs]
         for dataset in ordered:
