@@ -1,23 +1,25 @@
-"""Incremental materialized views: each batch of new input rows is aggregated alone and merged in.
+"""Incremental materialized views: each batch of new input rows is aggregated alone and folded in.
 
 For a view with an :class:`~deltaflow.sinks.incremental_plan.IncrementalPlan`, a batch costs what the
-batch holds, not what its windows hold. The view's query runs over the batch (its input read is replaced
-by the batch's rows); the rows it groups are aggregated per group into partial values, which a Delta
-MERGE adds to the stored ones: counts and sums add, minimums and maximums take the smaller and larger.
+batch holds, not what its windows hold. The view's driver query streams the rows the view's aggregation
+groups (its query run over the input as a stream, up to the ``groupBy``). Each batch is aggregated per
+group into partial values, which are folded into the view's stored rows of the windows the batch touches
+(counts and sums add, minimums and maximums take the smaller and the larger); those windows are replaced
+in one commit (``replaceWhere``). The view holds one row per group, so what is read and rewritten is the
+touched windows' groups, never their input rows.
 
-An exact distinct count cannot be added up from partial counts. Each distinct measure keeps a table of
-the (group, value) pairs counted so far, with the batch that first saw each pair: a batch inserts the
-pairs not seen before (an insert-only MERGE), and the pairs it inserted are what it adds to the count.
+An exact distinct count cannot be added up from partial counts. For each one, the driver query also
+streams the (group, value) pairs through Spark's ``dropDuplicates``, whose state (in the checkpoint) lets
+through only pairs never seen before; the batch adds their number per group to the count.
 
-Every write of batch ``n`` carries the view's ``txnAppId`` and ``txnVersion = n``, so a batch replayed
-after a crash skips what it already committed; the pairs it inserted are found by their batch number, so
-a crash between the two MERGEs still adds each pair exactly once. Batch 0 of a checkpoint generation
-starts the state over: the view and the value tables are overwritten with the batch's own aggregate.
-Both MERGEs are restricted to the windows the batch touches, which lets Delta skip the other files.
+Exactly once: the deduplication state is versioned with the checkpoint, so a batch that runs again after
+a crash starts from the state before it and lets through the same new pairs; the view's write carries the
+view's ``txnAppId`` and ``txnVersion = batch id``, so if the first attempt had committed it, Delta skips
+it. Batch 0 of a checkpoint generation (which reads the input's whole snapshot) overwrites the view.
 
 Example:
     >>> refresh = IncrementalRefresh(view, plan)  # doctest: +SKIP
-    >>> refresh.apply(batch_df, batch_id=7)  # the view's driver query calls this for every batch
+    >>> query = refresh.rows(stream).writeStream.foreachBatch(refresh.apply).start()
 
 """
 
@@ -27,24 +29,21 @@ from dataclasses import dataclass
 from functools import reduce
 from typing import TYPE_CHECKING
 
-from deltaflow.sinks.conflicts import retry_conflicts
-from deltaflow.sinks.idempotent import idempotent_writes
-
 if TYPE_CHECKING:
-    from pyspark.sql import Column, DataFrame, SparkSession
+    from pyspark.sql import Column, DataFrame
 
     from deltaflow.sinks.incremental_plan import IncrementalPlan, Measure
     from deltaflow.sinks.materialize import MaterializedView
 
-_VALUE, _BATCH = "_df_value", "_df_batch"
+_PAIR = "_df_pair"  # on a deduplicated pair: which distinct measure it counts (null on input rows)
 
 
 @dataclass
 class IncrementalRefresh:
-    """Merges each batch of a view's input into the view.
+    """Folds each batch of a view's input into the view.
 
     Args:
-        view: The view (its flow, table, checkpoint and transaction id).
+        view: The view (its flow, table and transaction id).
         plan: Its keys and measures.
 
     """
@@ -52,70 +51,49 @@ class IncrementalRefresh:
     view: MaterializedView
     plan: IncrementalPlan
 
-    def apply(self, batch: DataFrame, batch_id: int) -> None:
-        """Fold ``batch`` (new rows of the plan's input) into the view, once, whatever crashes between."""
-        session = batch.sparkSession
-        view = self.view.resolver.rebuild(self.view.flow, spark=session, stand_ins={self.plan.input: batch})
-        with idempotent_writes(session, self.view.app_id(), batch_id):
-            if batch_id == 0:
-                self._start(session, view, batch_id)
-            else:
-                self._merge(session, view, batch_id)
-        self.view.refreshes += 1
-
-    def _start(self, session: SparkSession, view: DataFrame, batch_id: int) -> None:
-        """Batch 0: the view and the value tables become the batch's own aggregate."""
-        layout, checkpoint = self.view.layout, self.view.checkpoint
-        layout.fs.write_text(checkpoint.view_plan, self.plan.signature)
-        grouped = _grouped_rows(view)
-        for measure in self.plan.distinct:
-            values = _values(grouped, self.plan.keys, measure).withColumn(_BATCH, _lit(batch_id))
-            path = checkpoint.distinct_values(measure.output)
-            _overwrite(values, path, f"distinct values of '{self.view.name}'")
-        _overwrite(view, self.view.path, f"materialized view '{self.view.name}'")
-
-    def _merge(self, session: SparkSession, view: DataFrame, batch_id: int) -> None:
-        from delta.tables import DeltaTable
+    def rows(self, stream: DataFrame) -> DataFrame:
+        """The driver query's rows: the grouped input rows, then each distinct measure's new pairs."""
         from pyspark.sql import functions as F
 
-        plan, keys = self.plan, self.plan.keys
+        view = self.view.resolver.rebuild(self.view.flow, stand_ins={self.plan.input: stream})
         grouped = _grouped_rows(view)
-        sums = [_partial(m) for m in plan.measures if m.kind != "count_distinct"]
-        partial = cached = (grouped.groupBy(*keys).agg(*sums) if sums
-                            else grouped.select(*keys).distinct()).persist()
+        keys = [_q(k) for k in self.plan.keys]
+        columns = sorted({m.column for m in self.plan.measures if m.column and m.kind != "count_distinct"})
+        parts = [grouped.select(*keys, *[_q(c) for c in columns], F.lit(None).cast("string").alias(_PAIR))]
+        for i, measure in enumerate(self.plan.distinct):
+            value = F.col(_q(measure.column or ""))
+            pairs = grouped.where(value.isNotNull()).select(*keys, value.alias(_value(i)))
+            parts.append(pairs.dropDuplicates([*self.plan.keys, _value(i)])
+                         .withColumn(_PAIR, F.lit(measure.output)))
+        return reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), parts)
+
+    def apply(self, batch: DataFrame, batch_id: int) -> None:
+        """Fold one batch of :meth:`rows` into the view, once, whatever crashes between."""
+        from pyspark.sql import functions as F
+
+        output = self.view.dataset.refresh.output  # type: ignore[union-attr]  # a plan has a window
+        batch = batch.persist()  # read once: the deduplication state moves on once per batch
         try:
-            output = self.view.dataset.refresh.output  # type: ignore[union-attr]  # a plan has a window
-            starts = [int(r[0]) for r in partial.select(F.unix_micros(F.col(output))).distinct().collect()]
+            partial = batch.groupBy(*[_q(k) for k in self.plan.keys]).agg(
+                *[_partial(m) for m in self.plan.measures]).persist()
+            starts = sorted(int(row[0]) for row in
+                            partial.select(F.unix_micros(F.col(output))).distinct().collect())
             if not starts:
+                partial.unpersist()
                 return
-
-            def touched(prefix: str = "") -> Column:
-                return F.col(prefix + output).isin([F.timestamp_micros(F.lit(s)) for s in starts])
-
-            for measure in plan.distinct:
-                path = self.view.checkpoint.distinct_values(measure.output)
-                fresh = _values(grouped, keys, measure).alias("s")
-                merge = (DeltaTable.forPath(session, path).alias("t")
-                         .merge(fresh, _same((*keys, _VALUE)) & touched("t."))
-                         .whenNotMatchedInsert(values={**{_q(k): _c("s", k) for k in (*keys, _VALUE)},
-                                                       _BATCH: _lit(batch_id)}))
-                retry_conflicts(merge.execute, f"distinct values of '{self.view.name}'")
-                added = (session.read.format("delta").load(path)
-                         .where((F.col(_BATCH) == batch_id) & touched())
-                         .groupBy(*keys).agg(F.count(F.lit(1)).alias(measure.output)))
-                partial = _with_counts(partial, added, keys, measure.output)
-            merge = (DeltaTable.forPath(session, self.view.path).alias("t")
-                     .merge(partial.alias("s"), _same(keys) & touched("t."))
-                     .whenMatchedUpdate(set={_q(m.output): _merged(m) for m in plan.measures})
-                     .whenNotMatchedInsert(values={_q(c): _c("s", c) for c in partial.columns}))
-            retry_conflicts(merge.execute, f"materialized view '{self.view.name}'")
+            session = batch.sparkSession
+            stored = session.read.format("delta").load(self.view.path)
+            if batch_id == 0:  # a new checkpoint: its state starts empty, and so does the view
+                self.view.layout.fs.write_text(self.view.checkpoint.view_plan, self.plan.signature)
+                self.view.write(_folded(stored.where(F.lit(False)), partial, self.plan), batch_id)
+            else:
+                touched = F.col(output).isin([F.timestamp_micros(F.lit(s)) for s in starts])
+                windows = ", ".join(f"timestamp_micros({start})" for start in starts)
+                self.view.write(_folded(stored.where(touched), partial, self.plan), batch_id,
+                                replace_where=f"{output} IN ({windows})")
+            partial.unpersist()
         finally:
-            cached.unpersist()
-
-
-def _overwrite(df: DataFrame, path: str, what: str) -> None:
-    writer = df.write.format("delta").mode("overwrite").option("overwriteSchema", "true")
-    retry_conflicts(lambda: writer.save(path), what)
+            batch.unpersist()
 
 
 def _grouped_rows(view: DataFrame) -> DataFrame:
@@ -129,46 +107,45 @@ def _grouped_rows(view: DataFrame) -> DataFrame:
     return DataFrame(jvm.org.apache.spark.sql.classic.Dataset.ofRows(session._jsparkSession, child), session)
 
 
-def _values(grouped: DataFrame, keys: tuple[str, ...], measure: Measure) -> DataFrame:
-    """The distinct (group, value) pairs of ``measure`` in ``grouped`` (nulls are not counted)."""
-    from pyspark.sql import functions as F
-
-    column = F.col(_q(measure.column or ""))
-    return grouped.where(column.isNotNull()).select(*[_q(k) for k in keys], column.alias(_VALUE)).distinct()
+def _value(index: int) -> str:
+    return f"_df_value_{index}"
 
 
 def _partial(measure: Measure) -> Column:
-    """``measure`` aggregated over one batch's rows of a group."""
+    """``measure`` over one batch's rows of a group: input rows for most, new pairs for distinct counts."""
     from pyspark.sql import functions as F
 
+    row = F.col(_PAIR).isNull()
+    if measure.kind == "count_distinct":
+        return F.count(F.when(F.col(_PAIR) == measure.output, F.lit(1))).alias(measure.output)
     if measure.column is None:
-        return F.count(F.lit(1)).alias(measure.output)
+        return F.count(F.when(row, F.lit(1))).alias(measure.output)
+    column = F.when(row, F.col(_q(measure.column)))
     function = {"count": F.count, "sum": F.sum, "min": F.min, "max": F.max}[measure.kind]
-    return function(F.col(_q(measure.column))).alias(measure.output)
+    return function(column).alias(measure.output)
 
 
-def _with_counts(partial: DataFrame, added: DataFrame, keys: tuple[str, ...], output: str) -> DataFrame:
-    """``partial`` with column ``output`` from ``added`` per group (0 where it added nothing)."""
+def _folded(stored: DataFrame, partial: DataFrame, plan: IncrementalPlan) -> DataFrame:
+    """The stored rows of the touched windows with the batch's partial values folded in."""
     from pyspark.sql import functions as F
 
-    joined = partial.alias("p").join(added.alias("a"), _same(keys, "p", "a"), "left")
-    return joined.select("p.*", F.coalesce(_c("a", output), F.lit(0).cast("long")).alias(output))
-
-
-def _merged(measure: Measure) -> Column:
-    """The stored value of ``measure`` after a batch's partial value ``s`` meets the stored ``t``."""
-    from pyspark.sql import functions as F
-
-    stored, new = _c("t", measure.output), _c("s", measure.output)
-    if measure.kind in ("count", "count_distinct"):
-        return stored + new
-    if measure.kind == "sum":
-        return F.coalesce(stored + new, stored, new)  # a sum of nulls only is null
-    return F.least(stored, new) if measure.kind == "min" else F.greatest(stored, new)  # both skip nulls
-
-
-def _same(columns: tuple[str, ...], left: str = "t", right: str = "s") -> Column:
-    return reduce(lambda a, b: a & b, [_c(left, c).eqNullSafe(_c(right, c)) for c in columns])
+    same = reduce(lambda a, b: a & b, [_c("t", k).eqNullSafe(_c("s", k)) for k in plan.keys])
+    joined = stored.alias("t").join(partial.alias("s"), same, "full")
+    measures = {m.output: m for m in plan.measures}
+    columns = []
+    for name in stored.columns:  # the table's own order
+        was, new = _c("t", name), _c("s", name)
+        measure = measures.get(name)
+        if measure is None:  # a grouping column: from whichever side has the group
+            value = F.coalesce(was, new)
+        elif measure.kind in ("count", "count_distinct"):
+            value = F.coalesce(was, F.lit(0)) + F.coalesce(new, F.lit(0))
+        elif measure.kind == "sum":
+            value = F.coalesce(was + new, was, new)  # a sum of nulls only is null
+        else:
+            value = F.least(was, new) if measure.kind == "min" else F.greatest(was, new)  # both skip nulls
+        columns.append(value.cast(stored.schema[name].dataType).alias(name))
+    return joined.select(*columns)
 
 
 def _c(alias: str, column: str) -> Column:
@@ -179,9 +156,3 @@ def _c(alias: str, column: str) -> Column:
 
 def _q(column: str) -> str:
     return f"`{column.replace('`', '``')}`"
-
-
-def _lit(value: int) -> Column:
-    from pyspark.sql import functions as F
-
-    return F.lit(value).cast("long")

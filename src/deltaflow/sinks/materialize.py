@@ -10,7 +10,7 @@ With :func:`deltaflow.by_window`, only the windows the new rows fall in are reco
 the inputs in those windows (so late rows and distinct counts stay exact), and replaced with
 ``replaceWhere``; a batch touching more than :data:`MAX_WINDOWS` windows recomputes everything. A view
 by window whose query is one decomposable aggregation over one append-only table is not recomputed at
-all: each batch of new rows is aggregated alone and merged in (:mod:`deltaflow.sinks.incremental`).
+all: each batch of new rows is aggregated alone and folded in (:mod:`deltaflow.sinks.incremental`).
 
 Example:
     >>> checkpoint = layout.checkpoint("gold_hourly", "gold_hourly")  # doctest: +SKIP
@@ -75,7 +75,7 @@ class MaterializedView:
 
     def refresh_all(self, batch_id: int | None = None, spark: SparkSession | None = None) -> None:
         """Recompute the whole view and replace its rows (on ``spark``, default the pipeline's session)."""
-        self._write(self.resolver.rebuild(self.flow, spark=spark), batch_id)
+        self.write(self.resolver.rebuild(self.flow, spark=spark), batch_id)
 
     def start(self, trigger: Trigger) -> StreamingQuery | None:
         """Start the driver query; without pipeline inputs, refresh once now and return None."""
@@ -93,9 +93,9 @@ class MaterializedView:
 
         spark = self.resolver.context.spark
         if self.incremental is not None:  # every new row of its one input; the first batch all of them
-            source = self.incremental.plan.input
-            return (spark.readStream.format("delta").option("maxFilesPerTrigger", _UNLIMITED)
-                    .load(self.layout.table(source)))
+            table = self.layout.table(self.incremental.plan.input)
+            return self.incremental.rows(
+                spark.readStream.format("delta").option("maxFilesPerTrigger", _UNLIMITED).load(table))
         refresh = self.dataset.refresh
         parts = []
         for name in self.inputs:
@@ -137,10 +137,11 @@ class MaterializedView:
         restrict = {name: _in_windows(refresh.column, windows) for name in self.inputs
                     if refresh.column in self.resolver.schemas[name].names}
         starts = ", ".join(f"timestamp_micros({start})" for start, _ in windows)
-        self._write(self.resolver.rebuild(self.flow, restrict, session), batch_id,
+        self.write(self.resolver.rebuild(self.flow, restrict, session), batch_id,
                     replace_where=f"{refresh.output} IN ({starts})")
 
-    def _write(self, df: DataFrame, batch_id: int | None, replace_where: str | None = None) -> None:
+    def write(self, df: DataFrame, batch_id: int | None, replace_where: str | None = None) -> None:
+        """Replace the view's rows (those ``replace_where`` selects) with ``df``, once per ``batch_id``."""
         writer = df.write.format("delta").mode("overwrite")
         if replace_where:
             writer = writer.option("replaceWhere", replace_where)

@@ -7,8 +7,7 @@
     <storage>/tables/<dataset>_quarantine                    its quarantined rows
     <storage>/_checkpoints/<dataset>/<flow>/<generation>     each flow's checkpoint (a full refresh moves on)
     <storage>/_checkpoints/<dataset>/<flow>/<generation>/tombstones   an auto CDC flow's deletes
-    <storage>/_checkpoints/<dataset>/<flow>/<generation>/incremental.json, distinct/<measure>
-                                                             an incremental view's plan and distinct values
+    <storage>/_checkpoints/<dataset>/<flow>/<generation>/incremental.json   an incremental view's plan
     <storage>/_staging/<dataset>/refresh.json, table         a full refresh: its record and staging table
     <storage>/_replay/<table>.json                           a quarantine replay's record
     <storage>/_rewind/<table>.json                           a rewind's record
@@ -78,10 +77,6 @@ class FlowCheckpoint:
     def view_plan(self) -> str:
         """An incremental view's plan, as its state was built (a different plan needs a full refresh)."""
         return f"{self.path}/incremental.json"
-
-    def distinct_values(self, measure: str) -> str:
-        """An incremental view's table of the values counted so far by its distinct count ``measure``."""
-        return f"{self.path}/distinct/{measure}"
 
     @property
     def metadata(self) -> str:
