@@ -42,6 +42,7 @@ lint: setup
 bench: setup
 	$(BIN)/python benchmarks/bronze_ingest.py
 	$(BIN)/python benchmarks/freshness.py
+	$(BIN)/python benchmarks/gold_batches.py
 	$(BIN)/python benchmarks/cdc_merge.py
 	$(BIN)/python benchmarks/quality.py
 	$(BIN)/python benchmarks/compaction.py

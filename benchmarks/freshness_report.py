@@ -124,9 +124,9 @@ def print_report(cells: list[Cell], args: argparse.Namespace) -> None:
           "batch s: median duration of the micro-batches of bronze/silver/gold during the probes.\n"
           "gen CPU: the load generators' CPU, in cores.\n")
     print_cells(cells)
-    print("\nnote: deltaflow's gold recomputes every silver row of the hours a batch touches (exact distinct "
-          "counts), so its gold batches\ngrow with the rows of the current hour; each cell starts on empty "
-          "tables, i.e. these are the first minutes of an hour.\n")
+    print("\nnote: deltaflow's gold is incremental (exact distinct counts through a deduplication state): "
+          "each gold batch folds its own rows\ninto the hours it touches; each cell starts on empty tables, "
+          "i.e. these are the first minutes of an hour.\n")
     print_ratios(cells)
     if args.seed_scale:
         scaled = grid_model(60 * args.seed_scale, 60 * args.seed_scale, 300 * args.seed_scale)

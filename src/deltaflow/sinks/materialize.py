@@ -79,8 +79,6 @@ class MaterializedView:
 
     def start(self, trigger: Trigger) -> StreamingQuery | None:
         """Start the driver query; without pipeline inputs, refresh once now and return None."""
-        if self.incremental is None:  # batches recomputed from here on are not in any incremental state
-            self.layout.fs.delete(self.checkpoint.view_plan)
         if not self.inputs:
             self.refresh_all()
             return None
@@ -172,19 +170,21 @@ class MaterializedView:
 
 
 def outdated(resolver: Resolver, name: str) -> bool:
-    """Whether incremental view ``name`` holds state built for another plan: it needs a full refresh.
+    """Whether view ``name``'s checkpoint was built for another way of refreshing it: it needs a full refresh.
 
-    The state (the view's rows and its distinct values) was built by the batches its checkpoint has
-    committed; a plan written beside them that is not the view's plan now (a changed definition, or
-    batches recomputed by window in between) means that state cannot be merged into.
+    An incremental view's state (its rows and the deduplication state of its distinct counts) was built
+    by the batches its checkpoint committed, under the plan written beside them. A different plan now (a
+    changed definition), no plan (batches recomputed by window), or a plan where the view is now
+    recomputed (its driver query has no such state) means the checkpoint cannot go on.
     """
-    plan = plan_view(resolver, name) if resolver.kinds[name] == "materialized_view" else None
-    if plan is None or isinstance(plan, str):
+    if resolver.kinds[name] != "materialized_view" or resolver.graph.datasets[name].refresh is None:
         return False
     layout = resolver.context.layout
     checkpoint = layout.checkpoint(name, name)
-    committed = any(n.isdigit() for n in layout.fs.list(checkpoint.commits))
-    return committed and layout.fs.read_text(checkpoint.view_plan) != plan.signature
+    if not any(n.isdigit() for n in layout.fs.list(checkpoint.commits)):
+        return False
+    plan = plan_view(resolver, name)
+    return layout.fs.read_text(checkpoint.view_plan) != (None if isinstance(plan, str) else plan.signature)
 
 
 def _in_windows(column: str, windows: list[tuple[int, int]]) -> Column:
