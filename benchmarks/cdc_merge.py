@@ -17,13 +17,16 @@ so one commit is one micro-batch; batch 0 (the initial load into the empty targe
   hand-written job: it checks for null keys and sequences, and it keeps tombstones so that a late insert
   cannot bring back a deleted row (the hand-written job would let it).
 
-Both run in one SparkSession, one at a time, hand-written first, each into its own fresh target and
-checkpoint. Figures per contestant: source rows per second over the counted batches (their rows over the
-sum of their ``triggerExecution`` times) and the p50 / p99 of the per-batch duration. At the end of each
-cell both targets are compared (row count and an order-independent checksum) with each other and with the
-state expected from the events; the script exits with 1 if they differ.
+Both run in one SparkSession, one at a time, each into its own fresh target and checkpoint. A warm-up
+round on a small cell (a tenth of the rows, two batches) runs first and is discarded; then each cell runs
+``--rounds`` rounds, the order alternating (hand-written first in odd rounds, deltaflow first in even
+ones). Figures per contestant and cell: source rows per second over the counted batches (their rows over
+the sum of their ``triggerExecution`` times), as the median of the rounds with their spread, and the p50 /
+p99 of the per-batch duration over all rounds. After every round both targets are compared (row count and
+an order-independent checksum) with each other and with the state expected from the events; the script
+exits with 1 if they differ.
 
-    .venv/bin/python benchmarks/cdc_merge.py [--rows 1000000] [--batches 8] [--cells 1,20]
+    .venv/bin/python benchmarks/cdc_merge.py [--rows 1000000] [--batches 8] [--cells 1,20] [--rounds 2]
 """
 
 from __future__ import annotations
@@ -77,9 +80,23 @@ class Result:
     wall: float = 0.0  # seconds from query start to stop, batch 0 and start/stop included
     merge_millis: list[float] = field(default_factory=list)  # Delta's MERGE executionTimeMs, target
 
+    rates: list[float] = field(default_factory=list)  # per round, when pooled
+
     @property
     def rate(self) -> float:
-        return sum(self.rows) / (sum(self.millis) / 1000)
+        """The median of the rounds' rates when pooled, else this run's."""
+        return statistics.median(self.rates) if self.rates else sum(self.rows) / (sum(self.millis) / 1000)
+
+    @property
+    def spread(self) -> str:
+        return f"{min(self.rates):,.0f}-{max(self.rates):,.0f}" if self.rates else ""
+
+    @staticmethod
+    def pooled(runs: list[Result]) -> Result:
+        """The rounds of one contestant in one cell, taken together."""
+        return Result(rows=[n for r in runs for n in r.rows], millis=[m for r in runs for m in r.millis],
+                      wall=statistics.median(r.wall for r in runs),
+                      merge_millis=[m for r in runs for m in r.merge_millis], rates=[r.rate for r in runs])
 
     @property
     def p50(self) -> float:
@@ -271,7 +288,7 @@ def versions_line(spark: Any) -> str:
 
 def print_batches(who: str, result: Result) -> None:
     per_batch = ", ".join(f"{ms / 1000:.2f}" for ms in result.millis)
-    print(f"  {who:12s} {result.rate:>10,.0f} rows/s; batches (s): {per_batch}; "
+    print(f"  {who:22s} {result.rate:>10,.0f} rows/s; batches (s): {per_batch}; "
           f"wall {result.wall:.1f} s incl. batch 0 and query start/stop")
 
 
@@ -281,13 +298,14 @@ def print_table(cells: list[tuple[float, Result, Result]], batches: int) -> None
     print("|---|---:|---:|---:|---:|---:|---:|")
     for percent, ours, hand in cells:
         print(f"| {percent:g} % of keys/batch ({statistics.median(hand.rows):,.0f} rows) "
-              f"| {ours.rate:,.0f} | {hand.rate:,.0f} | {ours.rate / hand.rate:.2f}x "
+              f"| {ours.rate:,.0f} ({ours.spread}) | {hand.rate:,.0f} ({hand.spread}) "
+              f"| {ours.rate / hand.rate:.2f}x "
               f"| {ours.p50:.2f} / {ours.p99:.2f} | {hand.p50:.2f} / {hand.p99:.2f} "
               f"| {ours.p50 / hand.p50:.2f}x / {ours.p99 / hand.p99:.2f}x |")
     print(f"\nratio = deltaflow / hand-written (throughput: above 1 is deltaflow faster; durations: above 1 "
-          f"is deltaflow slower). {batches} counted batches per cell: p99 is the nearest rank, i.e. the "
-          f"slowest batch{'' if batches >= 100 else ' (fewer than 100 batches)'}. Per cell, hand-written "
-          "ran first, then deltaflow, on the same events.")
+          f"is deltaflow slower). rows/s: median of the rounds (spread); p50/p99 over the {batches} counted "
+          f"batches of every round (nearest rank{'' if batches >= 100 else ', i.e. the slowest batch'}). "
+          "The order alternated round by round, after a discarded warm-up round.")
     print("\nDelta MERGE executionTimeMs per counted batch, median (the rest of a batch is planning, the "
           "dedupe, checks and commits; deltaflow also appends the batch's deletes to its tombstones):")
     for percent, ours, hand in cells:
@@ -304,6 +322,7 @@ def main() -> None:
     parser.add_argument("--workdir", help="folder for the run's tables (default: a temporary folder)")
     parser.add_argument("--keep", action="store_true", help="keep the run's folder at the end")
     parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument("--rounds", type=int, default=2, help="counted rounds per cell (after the warm-up)")
     parser.add_argument("--shuffle-partitions", type=int, default=4)
     args = parser.parse_args()
     percents = [float(p) for p in args.cells.split(",")]
@@ -327,6 +346,12 @@ def main() -> None:
               f"{spark.conf.get('spark.driver.memory')}; one session for both contestants, one at a time")
         print(f"rows={args.rows:,}, batches={args.batches}, cells={args.cells} %, seed={args.seed}, "
               f"workdir={tmp}")
+        contestants = {"hand-written": hand_written, "deltaflow": deltaflow_job}
+        warm = tmp / "warm-up"
+        write_events(spark, str(warm / "events"), args.rows // 10, 2, percents[0], args.seed)
+        for who, job in contestants.items():
+            job(spark, str(warm / "events"), warm / who, args.rows // 10, 2)
+        print(f"\nwarm-up round ({args.rows // 10:,} rows, 2 batches, both contestants): discarded")
         cells: list[tuple[float, Result, Result]] = []
         for percent in percents:
             cell = tmp / f"cell-{percent:g}"
@@ -335,22 +360,26 @@ def main() -> None:
             write_events(spark, events, args.rows, args.batches, percent, args.seed)
             print(f"\ncell {percent:g} %: wrote the events in {time.perf_counter() - t0:.1f} s: initial "
                   f"state of {args.rows:,} rows (batch 0, not counted), {describe_events(spark, events)}")
-            hand = hand_written(spark, events, cell / "hand", args.rows, args.batches)
-            print_batches("hand-written", hand)
-            ours = deltaflow_job(spark, events, cell / "deltaflow", args.rows, args.batches)
-            print_batches("deltaflow", ours)
             expected = fingerprint(expected_state(spark, events))
-            got_hand = fingerprint(spark.read.format("delta").load(str(cell / "hand" / "accounts")))
-            got_ours = fingerprint(spark.read.format("delta").load(
-                Pipeline.load(cell / "deltaflow").layout.table("accounts")))
-            same = got_hand == got_ours
-            correct = got_hand == expected and got_ours == expected
-            identical = identical and same and correct
-            print(f"  targets identical: {'yes' if same else 'no'} ({got_ours[0]:,} rows, checksum "
-                  f"{got_ours[1] % 2**64:016x} vs {got_hand[1] % 2**64:016x}); equal to the state expected "
-                  "from the events: "
-                  f"{'yes' if correct else 'no'}")
-            cells.append((percent, ours, hand))
+            runs: dict[str, list[Result]] = {who: [] for who in contestants}
+            for round_ in range(args.rounds):
+                order = list(contestants) if round_ % 2 == 0 else list(reversed(contestants))
+                for who in order:
+                    out = cell / f"{who}-{round_}"
+                    result = contestants[who](spark, events, out, args.rows, args.batches)
+                    print_batches(f"{who} (round {round_ + 1})", result)
+                    runs[who].append(result)
+                got_hand = fingerprint(spark.read.format("delta").load(
+                    str(cell / f"hand-written-{round_}" / "accounts")))
+                got_ours = fingerprint(spark.read.format("delta").load(
+                    Pipeline.load(cell / f"deltaflow-{round_}").layout.table("accounts")))
+                same = got_hand == got_ours
+                correct = got_hand == expected and got_ours == expected
+                identical = identical and same and correct
+                print(f"  round {round_ + 1}: targets identical: {'yes' if same else 'no'} ({got_ours[0]:,} "
+                      f"rows, checksum {got_ours[1] % 2**64:016x} vs {got_hand[1] % 2**64:016x}); equal to "
+                      f"the state expected from the events: {'yes' if correct else 'no'}")
+            cells.append((percent, Result.pooled(runs["deltaflow"]), Result.pooled(runs["hand-written"])))
         spark.stop()
     finally:
         if args.keep:
