@@ -73,26 +73,22 @@ class IncrementalRefresh:
 
         output = self.view.dataset.refresh.output  # type: ignore[union-attr]  # a plan has a window
         batch = batch.persist()  # read once: the deduplication state moves on once per batch
+        partial = batch.groupBy(*[_q(k) for k in self.plan.keys]).agg(
+            *[_partial(m) for m in self.plan.measures]).persist()
         try:
-            partial = batch.groupBy(*[_q(k) for k in self.plan.keys]).agg(
-                *[_partial(m) for m in self.plan.measures]).persist()
             starts = sorted(int(row[0]) for row in
                             partial.select(F.unix_micros(F.col(output))).distinct().collect())
-            if not starts:
-                partial.unpersist()
-                return
-            session = batch.sparkSession
-            stored = session.read.format("delta").load(self.view.path)
+            stored = batch.sparkSession.read.format("delta").load(self.view.path)
             if batch_id == 0:  # a new checkpoint: its state starts empty, and so does the view
                 self.view.layout.fs.write_text(self.view.checkpoint.view_plan, self.plan.signature)
                 self.view.write(_folded(stored.where(F.lit(False)), partial, self.plan), batch_id)
-            else:
+            elif starts:
                 touched = F.col(output).isin([F.timestamp_micros(F.lit(s)) for s in starts])
                 windows = ", ".join(f"timestamp_micros({start})" for start in starts)
                 self.view.write(_folded(stored.where(touched), partial, self.plan), batch_id,
                                 replace_where=f"{output} IN ({windows})")
-            partial.unpersist()
         finally:
+            partial.unpersist()
             batch.unpersist()
 
 
