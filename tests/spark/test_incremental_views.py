@@ -104,6 +104,11 @@ def averaged():
     return spark.read.table("events").groupBy(F.window("ts", "1 hour")).agg(F.avg("amount").alias("mean"))
 
 @dp.materialized_view(refresh=dp.by_window("ts", "1 hour"))
+def as_of():
+    return (dp.read("events", version=0).groupBy(F.window("ts", "1 hour"))
+            .agg(F.count("*").alias("n")))
+
+@dp.materialized_view(refresh=dp.by_window("ts", "1 hour"))
 def by_day():
     return (spark.read.table("events").groupBy(F.window("ts", "1 hour"), F.to_date("ts").alias("day"))
             .agg(F.count("*").alias("n")))
@@ -115,6 +120,7 @@ def by_day():
             "sum(amount), min(amount), max(ts) by window, product") in picture
     assert "windows recomputed: avg(amount) cannot be merged batch by batch" in picture
     assert "windows recomputed: it groups by an expression (to_date(ts)), not a column" in picture
+    assert "windows recomputed: it reads 'events' as of a version" in picture
 
 
 def test_batches_merged_in_equal_a_full_recomputation(spark, project: Project) -> None:

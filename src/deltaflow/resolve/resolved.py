@@ -34,6 +34,7 @@ class ResolvedFlow:
         inputs: The pipeline datasets it reads (temporary views included), and how.
         sources: The outside sources it reads (``kafka:clicks``, ``files:landing/orders``).
         changes: The datasets whose change feed it reads.
+        pinned: The datasets it reads as of a version or a timestamp (time travel).
         quarantines: Whether some of its rows go to its table's quarantine (expectations, ``parse_json``).
 
     """
@@ -43,6 +44,7 @@ class ResolvedFlow:
     inputs: dict[str, ReadMode] = field(default_factory=dict)
     sources: list[str] = field(default_factory=list)
     changes: set[str] = field(default_factory=set)
+    pinned: set[str] = field(default_factory=set)
     quarantines: bool = False
 
     @property

@@ -206,6 +206,8 @@ class Resolver(ResolvedGraph):
             reader.inputs[name] = "stream" if streaming else "batch"
             if changes:
                 reader.changes.add(name)
+            if {"versionasof", "timestampasof"} & {k.lower() for k in options}:
+                reader.pinned.add(name)
         self._check_read(name, what, where, streaming, options)
         if self.kinds[name] == "temporary_view":
             return self._read_view(name, streaming, where)

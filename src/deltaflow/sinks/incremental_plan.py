@@ -89,6 +89,8 @@ def plan_view(resolver: ResolvedGraph, name: str) -> IncrementalPlan | str:
     (table, mode), = inputs.items()
     if mode != "batch" or resolver.flows[name].changes:
         return f"it reads the change feed of '{table}'"
+    if resolver.flows[name].pinned:
+        return f"it reads '{table}' as of a version"
     if resolver.rewrites(table):
         return f"'{table}' is updated in place (auto CDC)"
     if refresh.column not in resolver.schemas[table].names:
