@@ -84,12 +84,16 @@ class IncrementalRefresh:
                 self.view.write(_folded(stored.where(F.lit(False)), partial, self.plan), batch_id)
             elif starts:
                 touched = F.col(output).isin([F.timestamp_micros(F.lit(s)) for s in starts])
-                windows = ", ".join(f"timestamp_micros({start})" for start in starts)
                 self.view.write(_folded(stored.where(touched), partial, self.plan), batch_id,
-                                replace_where=f"{output} IN ({windows})")
+                                replace_where=window_predicate(output, starts))
         finally:
             partial.unpersist()
             batch.unpersist()
+
+
+def window_predicate(output: str, starts: list[int]) -> str:
+    """``replaceWhere`` for the view rows whose ``output`` is one of ``starts`` (microseconds)."""
+    return f"{output} IN ({', '.join(f'timestamp_micros({start})' for start in starts)})"
 
 
 def _grouped_rows(view: DataFrame) -> DataFrame:

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 from deltaflow.errors import SinkError
 from deltaflow.sinks.conflicts import retry_conflicts
 from deltaflow.sinks.idempotent import flow_app_id, idempotent_writes
-from deltaflow.sinks.incremental import IncrementalRefresh
+from deltaflow.sinks.incremental import IncrementalRefresh, window_predicate
 from deltaflow.sinks.incremental_plan import plan_view
 
 if TYPE_CHECKING:
@@ -134,9 +134,8 @@ class MaterializedView:
         windows = sorted((int(row[_WINDOW_START]), int(row[_WINDOW_END])) for row in touched)
         restrict = {name: _in_windows(refresh.column, windows) for name in self.inputs
                     if refresh.column in self.resolver.schemas[name].names}
-        starts = ", ".join(f"timestamp_micros({start})" for start, _ in windows)
         self.write(self.resolver.rebuild(self.flow, restrict, session), batch_id,
-                    replace_where=f"{refresh.output} IN ({starts})")
+                   replace_where=window_predicate(refresh.output, [start for start, _ in windows]))
 
     def write(self, df: DataFrame, batch_id: int | None, replace_where: str | None = None) -> None:
         """Replace the view's rows (those ``replace_where`` selects) with ``df``, once per ``batch_id``."""
