@@ -15,7 +15,7 @@ $(STAMP): pyproject.toml
 	@command -v mvn >/dev/null || { echo "setup: mvn (Maven) not found"; exit 1; }
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[dev]'
+	$(BIN)/pip install -q -e '.[dev,bench]'
 	touch $(STAMP)
 
 demo: setup
@@ -39,7 +39,7 @@ lint: setup
 	$(BIN)/ruff check src tests benchmarks examples
 	$(BIN)/mypy
 
-bench: setup
+bench: setup  # every benchmark (~75 min on 2 cores), then benchmarks/REPORT.md
 	$(BIN)/python benchmarks/bronze_ingest.py
 	$(BIN)/python benchmarks/freshness.py
 	$(BIN)/python benchmarks/gold_batches.py
@@ -47,6 +47,8 @@ bench: setup
 	$(BIN)/python benchmarks/quality.py
 	$(BIN)/python benchmarks/compaction.py
 	$(BIN)/python benchmarks/restart.py
+	$(BIN)/python benchmarks/sdp_orders.py
+	$(BIN)/python benchmarks/report.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache deltaflow_demo

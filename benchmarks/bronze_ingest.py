@@ -30,6 +30,7 @@ from deltaflow.dev.generator import clickstream_event, produce
 from deltaflow.dev.topics import create_topic
 from deltaflow.pipeline import Pipeline
 from deltaflow.runtime.session import build_session
+from results import Figure, save
 
 TOPIC = "bench_clicks"
 
@@ -193,6 +194,17 @@ def main() -> None:
         print(f"ratio deltaflow / hand-written with the same columns: {ours / same:.2f}x sustained")
         print(f"deltaflow run start -> first committed batch of 10,000 events: {first:.1f} s "
               "(new process, JVM start included)")
+    seed = "hand-written (seed 004)"
+    save("bronze_ingest", "Kafka -> bronze, bytes kept: deltaflow vs the seed-004 job", [
+        Figure("sustained ingest", "events/s", results["deltaflow"], results["hand-written"], seed,
+               higher_is_better=True, target=1.0, target_text="≥ 1.0× the seed-004 job, bytes still kept"),
+        Figure("ingest, wall clock with query start/stop", "events/s", walls["deltaflow"],
+               walls["hand-written"], seed, higher_is_better=True),
+        Figure("sustained ingest, same columns as deltaflow", "events/s", results["deltaflow"],
+               results[jobs[2]], "hand-written landing deltaflow's columns", higher_is_better=True),
+    ], notes=[f"{args.events:,} events of ~{size:.0f} bytes, maxOffsetsPerTrigger {args.max_offsets:,}; "
+              f"medians of {args.rounds} rounds after {args.warmup} warm-up round(s). deltaflow run start -> "
+              f"first committed batch: {first:.1f} s (new process)."])
 
 
 if __name__ == "__main__":

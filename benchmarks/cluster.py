@@ -39,7 +39,7 @@ from deltaflow.dev.topics import create_topic
 from deltaflow.runtime.session import build_session
 from freshness import backlog_rate
 from freshness_contestants import Deltaflow, HandWritten
-from freshness_report import machine_line, versions_line
+from results import machine_line, versions_line
 
 BACKLOG_TOPIC = "backlog"
 CONTESTANTS = ("hand-written bronze", "deltaflow bronze", "hand-written medallion", "deltaflow medallion")

@@ -31,9 +31,9 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from cdc_merge import machine_line, versions_line
 from deltaflow.pipeline import Pipeline
 from deltaflow.runtime.session import build_session
+from results import Figure, machine_line, save, versions_line
 
 DEFINITIONS = '''\
 import deltaflow as dp
@@ -180,15 +180,30 @@ def main() -> None:
                 lambda: pipeline.vacuum(["readings"], timedelta(days=7), dry_run=True),
                 lambda: spark.sql(f"VACUUM delta.`{off}` DRY RUN").collect()),
         }
+        answers: dict[str, tuple[tuple[float, float], tuple[float, float]]] = {}
         print("\n| read | deltaflow | Spark | ratio |\n|---|---|---|---|")
         for label, (ours, theirs) in reads.items():
             # Spark's VACUUM DRY RUN takes over a minute here: three timed calls are enough to see it.
             repeat = 3 if "vacuum" in label else REPEAT
             mine, spark_side = median_seconds(ours), median_seconds(theirs, repeat)
+            answers[label] = (mine, spark_side)
             print(f"| {label} | {fmt(mine)} | {fmt(spark_side)} | {mine[0] / spark_side[0]:.2f}x |")
         spark.stop()
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+    hand_name = "hand-written readStream -> writeStream"
+    save("compaction", "Many small micro-batches: ingest with and without automatic maintenance, and the "
+         "reads after it", [
+             *(Figure(f"ingest rows/s, {name}", "rows/s", rates[name], rates["hand-written"], hand_name,
+                      higher_is_better=True) for name in names[1:]),
+             Figure("full scan after the batches, maintenance on", "s", [layout_rows[2][2]["full scan"][0]],
+                    [layout_rows[0][2]["full scan"][0]], "the same table, maintenance off",
+                    higher_is_better=False,
+                    note=f"files: {layout_rows[2][1]:,} with maintenance on, {layout_rows[0][1]:,} off"),
+             *(Figure(f"`{label}`", "s", [mine[0]], [theirs[0]], "the same answer through Spark",
+                      higher_is_better=False) for label, (mine, theirs) in answers.items())],
+         notes=[f"{args.batches} micro-batches of {args.rows:,} rows; ingest: medians of {args.rounds - 1} "
+                "counted rounds."])
     print(f"\nmedians of {REPEAT} timed calls (Spark's VACUUM: 3) after one untimed; ± half the spread. "
           f"Total {time.monotonic() - began:.0f} s")
 

@@ -47,7 +47,8 @@ from freshness_contestants import (
     wait_for,
 )
 from freshness_load import GoldLog, Load
-from freshness_report import Cell, machine_line, print_report, seconds, versions_line
+from freshness_report import Cell, print_report, save_results, seconds
+from results import machine_line, versions_line
 
 # -- step 1: backlog throughput --------------------------------------------------------------------------
 
@@ -177,8 +178,9 @@ class Runs:
 
 
 def measure_base(spark: Any, bootstrap: str, runs: Runs, backlog: int, top: float,
-                 contestants: list[Contestant]) -> float:
-    """Backlog throughput of each whole pipeline while the cells' load generators run; the lower one."""
+                 contestants: list[Contestant]) -> dict[str, float]:
+    """Backlog throughput of each whole pipeline while the cells' load generators run (the lower one is the
+    base rate)."""
     rng = random.Random(11)
     warm = max(1000, backlog // 50)
     for topic, events in (("backlog-warm-up", warm), ("backlog", backlog)):
@@ -226,7 +228,7 @@ def measure_base(spark: Any, bootstrap: str, runs: Runs, backlog: int, top: floa
     base = min(loaded.values())
     print(f"base rate = the lower of pass 2, {base:,.0f} events/s, for both contestants ('gold/input' below "
           "shows whether a cell kept up)")
-    return base
+    return loaded
 
 
 def run_cells(spark: Any, bootstrap: str, runs: Runs, base: float, args: argparse.Namespace,
@@ -287,17 +289,20 @@ def main() -> None:
                   f"{spark.conf.get('spark.sql.shuffle.partitions')}, driver memory "
                   f"{spark.conf.get('spark.driver.memory')}; one session for both contestants, one at a time")
             runs = Runs(tmp)
+            rates: dict[str, float] = {}
             if args.rate:
                 base = args.rate
                 print(f"\nbase rate: {base:,.0f} events/s, given with --rate (not measured)")
             else:
                 top = max(float(f) for f in args.fractions.split(","))
-                base = measure_base(spark, bootstrap, runs, args.backlog, top, contestants)
+                rates = measure_base(spark, bootstrap, runs, args.backlog, top, contestants)
+                base = min(rates.values())
             cells = run_cells(spark, bootstrap, runs, base, args, contestants)
             spark.stop()
     print_report(cells, args)
     print(f"\ntotal time {time.monotonic() - began:.0f} s")
     sys.stdout.flush()
+    save_results(cells, rates, args)
 
 
 if __name__ == "__main__":

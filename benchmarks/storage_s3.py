@@ -36,7 +36,6 @@ from pathlib import Path
 from typing import Any
 
 from bronze_ingest import TOPIC, event_payloads, free_port, landing_job, sustained, write_project
-from cdc_merge import machine_line, versions_line
 from deltaflow.dev.broker import EmbeddedKafka
 from deltaflow.dev.generator import clickstream_event, produce, user_key
 from deltaflow.dev.s3_server import ACCESS_KEY, SECRET_KEY, LocalS3
@@ -47,6 +46,7 @@ from deltaflow.spec import S3Spec
 from deltaflow.storage.s3 import hadoop_conf
 from freshness import backlog_rate
 from freshness_contestants import Deltaflow, HandWritten
+from results import machine_line, versions_line
 
 BACKLOG_TOPIC = "backlog"
 PARTS = ("addBatch", "walCommit", "commitOffsets", "latestOffset", "queryPlanning", "getBatch")
