@@ -222,12 +222,12 @@ def report(times: dict[str, list[float]], rounds: int) -> None:
         hand, ours = (statistics.median(times[f"{who} {what}"]) for who in ("hand-written", "deltaflow"))
         print(f"deltaflow / hand-written, {what}: {ours / hand:.2f}x the time")
     bare, hand = "a bare SparkSession start", "the hand-written job"
-    what = {"restart": "restart -> first committed batch", "no-op": "no-op available-now run"}
+    label = {"restart": "restart -> first committed batch", "no-op": "no-op available-now run"}
     save("restart", "Start-up: a restart and a no-op run of the orders pipeline, each a new process", [
-        *(Figure(what[kind], "s", times[f"deltaflow {kind}"], times["bare session"], bare,
+        *(Figure(label[kind], "s", times[f"deltaflow {kind}"], times["bare session"], bare,
                  higher_is_better=False, target=1 / 1.5, target_text="≤ 1.5× a bare SparkSession start")
           for kind in ("restart", "no-op")),
-        *(Figure(what[kind], "s", times[f"deltaflow {kind}"], times[f"hand-written {kind}"], hand,
+        *(Figure(label[kind], "s", times[f"deltaflow {kind}"], times[f"hand-written {kind}"], hand,
                  higher_is_better=False) for kind in ("restart", "no-op"))],
         notes=[f"medians of {rounds} rounds after a warm-up round, the order rotating. The bare start is a "
                "SparkSession with Delta and the same jars, without the class archive; with it: "
