@@ -11,6 +11,7 @@ and the versions. ``results/<name>.json`` is overwritten; ``report.py`` turns ev
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import statistics
@@ -105,8 +106,6 @@ def save(name: str, title: str, figures: list[Figure], notes: list[str] | None =
     Example:
         >>> save("demo", "a demo", [Figure("rate", "rows/s", [2.0], [1.0], "x", True)])  # doctest: +SKIP
     """
-    import json
-
     RESULTS.mkdir(exist_ok=True)
     path = RESULTS / f"{name}.json"
     document = {

@@ -43,7 +43,6 @@ from results import Figure, machine_line, save, versions_line
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "orders"
 RUNS = ("cold", "incremental", "no-op")
-TABLES = ("bronze_orders", "silver_orders", "gold_daily_sales")
 
 SDP_PYTHON = '''from pyspark import pipelines as dp
 from pyspark.sql import functions as F
@@ -117,7 +116,8 @@ class Contestant:
         if done.returncode:
             tail = "\n".join((done.stdout + done.stderr).splitlines()[-15:])
             raise SystemExit(f"{self.name} failed (exit {done.returncode}):\n{tail}")
-        silver, gold = (last_commit_ms(self.table(t), started_ms) for t in TABLES[1:])
+        silver = last_commit_ms(self.table("silver_orders"), started_ms)
+        gold = last_commit_ms(self.table("gold_daily_sales"), started_ms)
         return seconds, (gold - silver) / 1000 if gold and silver else None
 
     def gold(self) -> list[tuple[Any, ...]]:
@@ -136,15 +136,16 @@ class Deltaflow(Contestant):
         shutil.copytree(EXAMPLE, root / "project")
         self.env = {**os.environ, "DELTAFLOW_STORAGE": str(root / "data"),
                     "DELTAFLOW_LANDING": str(root / "landing")}
+        from deltaflow.pipeline import Pipeline
+
+        self.layout = Pipeline.load(root / "project", env=self.env).layout
 
     def command(self) -> tuple[list[str], dict[str, str]]:
         return [sys.executable, "-m", "deltaflow", "run", "--available-now", "--quiet", "--spec",
                 str(self.root / "project")], self.env
 
     def table(self, name: str) -> str:
-        from deltaflow.pipeline import Pipeline
-
-        return Pipeline.load(self.root / "project", env=self.env).layout.table(name)
+        return self.layout.table(name)
 
 
 class DeclarativePipelines(Contestant):
