@@ -3,20 +3,27 @@ PYTHON ?= python3.11
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+APT    := $(if $(filter 0,$(shell id -u)),,sudo) env DEBIAN_FRONTEND=noninteractive apt-get
 
-.PHONY: setup demo test test-fast test-long test-cluster lint typecheck bench clean
+.PHONY: setup browser demo test test-fast test-long test-cluster lint typecheck bench clean
 
 setup: $(STAMP)
 	$(BIN)/deltaflow setup
 
 $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null || { echo "setup: $(PYTHON) not found"; exit 1; }
+	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || $(MAKE) --no-print-directory browser
 	@command -v java >/dev/null || { echo "setup: java (JDK 17+) not found"; exit 1; }
 	@command -v mvn >/dev/null || { echo "setup: mvn (Maven) not found"; exit 1; }
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[dev,bench]'
 	touch $(STAMP)
+
+browser:  # the headless browser of the dashboard's test: Chromium and its driver, from the OS's packages
+	@command -v apt-get >/dev/null || { echo "setup: install chromium and chromedriver (no apt-get here)"; exit 1; }
+	$(APT) install -y -q --no-install-recommends chromium chromium-driver \
+	  || { $(APT) update -q && $(APT) install -y -q --no-install-recommends chromium chromium-driver; }
 
 demo: setup
 	$(BIN)/deltaflow demo $(ARGS)

@@ -5,6 +5,7 @@
     deltaflow graph [--format text|json|mermaid|dot]
     deltaflow run [--available-now | --continuous | --once] [--refresh a,b] [--full-refresh a]
     deltaflow status [--json]        each flow's state, last batch, rates and backlog, without Spark
+    deltaflow ui [--port 8787] [--host 127.0.0.1]    the live dashboard and /metrics, without Spark
     deltaflow changes TABLE [--from V] [--to V] [--json]    a table's Change Data Feed, without Spark
     deltaflow history TABLE [--limit N] [--json]    a table's versions and the flow batch behind each
     deltaflow optimize [TABLE ...] [--zorder a,b] [--where SQL]    compact small files, while running
@@ -38,7 +39,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from deltaflow.cli_shared import JsonOption, SpecOption, err, load, out, say
+from deltaflow.cli_shared import JsonOption, SpecOption, UiPortOption, err, load, out, say, start_ui
 from deltaflow.cli_tables import TABLE_VERBS
 from deltaflow.dev.cluster_cli import cluster_app
 from deltaflow.dev.kafka_cli import PortOption, kafka_app
@@ -130,6 +131,9 @@ def run(
     full_refresh_all: Annotated[bool, typer.Option("--full-refresh-all", help="Rebuild every dataset from "
                                                    "scratch.")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No per-batch lines.")] = False,
+    ui: Annotated[bool, typer.Option("--ui", help="Serve the live dashboard beside the run (see "
+                                     "'deltaflow ui').")] = False,
+    ui_port: UiPortOption = None,
 ) -> None:
     """Run the pipeline's flows (default trigger: the spec's, else --available-now)."""
     from deltaflow.progress import ProgressPrinter
@@ -148,9 +152,14 @@ def run(
     say(f"deltaflow: pipeline '{pipeline.name}', {len(pipeline.graph.flows)} flow(s), "
          f"{pipeline.trigger(mode, interval).describe()}, storage {pipeline.layout.root}", err)
     printer = ProgressPrinter(console=err, quiet=quiet)
-    with stop_on_signals() as stop:
-        outcomes = pipeline.run(mode, interval, stop=stop, plan=plan, on_batch=printer,
-                                on_message=lambda m: say(m, err))
+    server = start_ui(pipeline, port=ui_port) if ui else None
+    try:
+        with stop_on_signals() as stop:
+            outcomes = pipeline.run(mode, interval, stop=stop, plan=plan, on_batch=printer,
+                                    on_message=lambda m: say(m, err))
+    finally:
+        if server is not None:
+            server.stop()
     for outcome in outcomes:
         totals = printer.totals.get(outcome.flow)
         say(f"{outcome.flow}: {outcome.state}, {totals.rows if totals else 0:,} rows this run", err)
@@ -204,6 +213,21 @@ def status(spec: SpecOption = None, as_json: Annotated[bool, typer.Option(
             say(json.dumps(flow.as_json()))
         return
     out.print(status_table(flows))
+
+
+@app.command()
+def ui(spec: SpecOption = None, port: UiPortOption = None, host: Annotated[str, typer.Option(
+        help="The address to listen on; anything but loopback makes the page reachable from the network."
+        )] = "127.0.0.1") -> None:
+    """Serve the pipeline's live dashboard and Prometheus /metrics, from its storage (no Spark).
+
+    Read-only: it works for a pipeline that is running, stopped, or running on another machine.
+    """
+    server = start_ui(load(spec), host, port)
+    say("Ctrl-C to stop", err)
+    with stop_on_signals() as stop:
+        stop.wait()
+    server.stop()
 
 
 @app.command()

@@ -10,6 +10,7 @@ from rich.console import Console
 
 if TYPE_CHECKING:
     from deltaflow.pipeline import Pipeline
+    from deltaflow.ui.app import UiServer
 
 out = Console(highlight=False)
 err = Console(stderr=True, highlight=False)
@@ -17,6 +18,8 @@ err = Console(stderr=True, highlight=False)
 SpecOption = Annotated[Path | None, typer.Option("--spec", help="deltaflow.yml, or a folder holding one "
                                                  "(default: the nearest one from the current folder up).")]
 JsonOption = Annotated[bool, typer.Option("--json", help="JSON instead of a table.")]
+UiPortOption = Annotated[int | None, typer.Option("--port", help="The dashboard's port (default 8787; 0: any "
+                                                  "free one).")]
 
 
 def say(text: str, console: Console = out) -> None:
@@ -29,3 +32,20 @@ def load(spec: Path | None) -> Pipeline:
     from deltaflow.pipeline import Pipeline
 
     return Pipeline.load(spec)
+
+
+def start_ui(pipeline: Pipeline, host: str = "127.0.0.1", port: int | None = None,
+             console: Console = err) -> UiServer:
+    """Start ``pipeline``'s dashboard, print its address (and a warning when it is not on loopback)."""
+    import ipaddress
+
+    server = pipeline.serve_ui(host, port)
+    try:
+        loopback = ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        loopback = host == "localhost"
+    if not loopback:
+        say(f"warning: the dashboard listens on {host}: anyone who can reach it sees the pipeline's state "
+            "(read-only, no secrets)", console)
+    say(f"dashboard: {server.url}  (metrics: {server.url}metrics)", console)
+    return server

@@ -47,6 +47,7 @@ if TYPE_CHECKING:
     from deltaflow.resolve.resolver import Resolver
     from deltaflow.runtime.runner import FlowOutcome, MessageCallback, PipelineRun, ProgressCallback, RunPlan
     from deltaflow.runtime.triggers import Trigger
+    from deltaflow.ui.app import UiServer
 
 
 class Pipeline:
@@ -176,6 +177,7 @@ class Pipeline:
             on_message: Told about longer steps (full refreshes).
 
         """
+        from deltaflow.observe.graph_record import write_graph_record
         from deltaflow.runtime.runner import PipelineRun
         from deltaflow.runtime.triggers import flow_triggers
 
@@ -192,6 +194,7 @@ class Pipeline:
         except BaseException:
             run.abort()
             raise
+        write_graph_record(self.layout, run.resolver, self.name, trigger.describe())
         return run
 
     def run(self, mode: TriggerMode | None = None, interval: str | None = None, *,
@@ -297,3 +300,15 @@ class Pipeline:
         from deltaflow.commands.quarantine import quarantine_report
 
         return quarantine_report(self.storage(), table, samples)
+
+    def serve_ui(self, host: str = "127.0.0.1", port: int | None = None) -> UiServer:
+        """Start the live dashboard and ``/metrics`` of the pipeline on a thread (see :mod:`deltaflow.ui`).
+
+        Example:
+            >>> print(Pipeline.load("examples/clickstream").serve_ui(port=0).url)  # doctest: +SKIP
+            http://127.0.0.1:40211/
+
+        """
+        from deltaflow.ui.app import DEFAULT_PORT, UiServer
+
+        return UiServer(self.spec, self.storage(), host, DEFAULT_PORT if port is None else port).start()

@@ -33,30 +33,35 @@ def age(seconds: float | None) -> str:
     return f"{seconds:.0f} s ago"
 
 
-def _backlog(versions: int | None, offsets: int | None) -> str:
+def _backlog(flow: FlowStatus) -> str:
+    versions, offsets = flow.delta_versions_behind, flow.kafka_offsets_behind
     parts = ([f"{offsets:,} Kafka offsets"] if offsets is not None else []) + (
         [f"{versions:,} Delta versions"] if versions is not None else [])
-    return ", ".join(parts) or "-"
+    if not parts:
+        return "-"
+    return ", ".join(parts) + (" (now)" if flow.backlog_measured == "now" else " (at last batch)")
 
 
 def status_table(flows: list[FlowStatus]) -> Table:
-    """One row per flow: state, last batch and its age, rates, backlog, and what needs a look."""
-    view = Table("flow", "state", "last batch", "rows/s in", "rows/s processed", "backlog", "note",
-                 title_justify="left")
+    """One row per flow: state, last batch and its age, rates and their window, backlog, what needs a look."""
+    view = Table("flow", "state", "last batch", "rows", "rows/s in", "rows/s processed", "over", "backlog",
+                 "note", title_justify="left")
     for flow in flows:
         rates = [f"{r:,.0f}" if r is not None else "-"
                  for r in (flow.input_rows_per_second, flow.processed_rows_per_second)]
+        window = f"{flow.rate_window_seconds:,.0f} s" if flow.rate_window_seconds is not None else "-"
         quality = ", ".join(f"{n:,} {what}" for n, what in ((flow.quarantined_rows, "quarantined"),
                                                               (flow.dropped_rows, "dropped")) if n)
-        behind = "falling behind: input outruns processing" if flow.falling_behind else ""
+        behind = "falling behind: busy all the time with a backlog" if flow.falling_behind else ""
         note = "; ".join(p for p in (behind, quality, flow.error or "", *flow.warnings) if p)
         batch = "-" if flow.last_batch is None else f"{flow.last_batch} ({age(flow.age_seconds)})"
-        view.add_row(flow.flow, flow.state, batch, *rates,
-                     _backlog(flow.delta_versions_behind, flow.kafka_offsets_behind), note)
+        view.add_row(flow.flow, flow.state, batch, f"{flow.rows_total:,}", *rates, window, _backlog(flow),
+                     note)
     return view
 
 
-def _position(row: dict[str, object]) -> str:
+def source_position(row: dict[str, object]) -> str:
+    """Where a quarantined row came from: ``topic/partition@offset``, or its file."""
     if row.get("topic") is not None:
         return f"{row['topic']}/{row['partition']}@{row['offset']}"
     return str(row.get("source_file") or "-")
@@ -71,7 +76,7 @@ def quarantine_tables(report: QuarantineReport) -> tuple[Table, Table]:
     samples = Table("reason", "source", "batch", "record", title="samples", title_justify="left")
     for reason, rows in report.samples.items():
         for row in rows:
-            samples.add_row(reason, _position(row), str(row["batch_id"]), str(row["record"])[:120])
+            samples.add_row(reason, source_position(row), str(row["batch_id"]), str(row["record"])[:120])
     return counts, samples
 
 

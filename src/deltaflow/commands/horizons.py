@@ -45,7 +45,10 @@ def retention_warnings(layout: StorageLayout, flows: Collection[str], now: datet
         configuration = delta.metadata().configuration
         keep_log, keep_files = (parse_duration(configuration[key]) if key in configuration else default
                                 for key, default in (LOG_RETENTION, FILE_RETENTION))
+        latest = delta.version()
         for position in positions[table]:
+            if position.version > latest:  # caught up: it reads the version still to come
+                continue
             age = position.age(now)
             old = f"{human(age, up=False)} old" if age is not None else ""
             where = f"reads '{table}' from version {position.version}"

@@ -1,7 +1,10 @@
 """``deltaflow status``: each flow's state, last batch, rates and backlog, from the event log, without Spark.
 
 The event log (``<storage>/_event_log``, see :mod:`deltaflow.runtime.event_log`) is read with ``deltalake``,
-so the answer comes in well under a second and needs no running pipeline.
+so the answer comes in well under a second and needs no running pipeline. Rates are over the last
+:data:`WINDOW_SECONDS` of a flow's activity (and say over how long); the backlog is measured now, from the
+flow's checkpoint against its Kafka topics and Delta tables (:mod:`deltaflow.observe.backlog`), falling
+back to the one its last batch logged.
 
 Example:
     >>> for flow in pipeline_status(load_spec()):  # doctest: +SKIP
@@ -13,9 +16,9 @@ Example:
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, replace
-from datetime import UTC, datetime
-from statistics import fmean
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from deltaflow.commands.horizons import retention_warnings
@@ -23,34 +26,41 @@ from deltaflow.commands.tables import query_rows
 from deltaflow.errors import ConfigError
 
 if TYPE_CHECKING:
+    from deltaflow.observe.backlog import Backlog, BacklogProbe
     from deltaflow.spec import Spec
     from deltaflow.storage import StorageLayout
 
-#: Batches (with input) the rates and the falling-behind check look at.
-WINDOW = 10
-#: A flow whose input outruns its processing by this factor over the window is falling behind.
-BEHIND_FACTOR = 1.1
+#: Seconds of a flow's latest activity its rates are computed over.
+WINDOW_SECONDS = 60.0
+#: Rates over less time than this are not shown: a few milliseconds would give absurd figures.
+MIN_WINDOW_SECONDS = 2.0
+#: Batches the growing-backlog check looks at.
+BACKLOG_BATCHES = 10
+#: Share of the window a flow spent in batches from which, with a backlog left, it is falling behind.
+BUSY_SHARE = 0.95
 #: Seconds without an event after which a flow that did not log its end is reported as silent.
 SILENT_AFTER = 120.0
 
-_COLUMNS = ["flow", "kind", "batch_id", "end_time", "input_rows", "input_rows_per_second",
-            "processed_rows_per_second", "delta_versions_behind", "kafka_offsets_behind", "expectations",
-            "error"]
+COLUMNS = ["flow", "kind", "batch_id", "start_time", "end_time", "input_rows", "duration_ms",
+           "delta_versions_behind", "kafka_offsets_behind", "expectations", "error", "sources"]
 
 
 @dataclass(frozen=True)
 class FlowStatus:
-    """What the event log says about one flow."""
+    """What the event log (and, for the backlog, the flow's checkpoint and sources) says about one flow."""
 
     flow: str
     state: str  # running, silent (no event for a while, no end logged), completed, stopped, failed
     last_batch: int | None
     last_batch_at: datetime | None
     age_seconds: float | None
-    input_rows_per_second: float | None
-    processed_rows_per_second: float | None
+    rows_total: int  # rows read over every logged batch
+    input_rows_per_second: float | None  # rows read per second of the window
+    processed_rows_per_second: float | None  # rows read per second spent in batches, over the window
+    rate_window_seconds: float | None  # the window the rates are over (None: too short for a rate)
     delta_versions_behind: int | None
     kafka_offsets_behind: int | None
+    backlog_measured: str  # "now" (checkpoint against the sources) or "last batch" (the event log's)
     falling_behind: bool
     dropped_rows: int  # by expect_or_drop rules, over every logged batch
     quarantined_rows: int  # by expect_or_quarantine rules and dp.parse_json, over every logged batch
@@ -64,11 +74,9 @@ class FlowStatus:
         return data
 
 
-def pipeline_status(spec: Spec, layout: StorageLayout, now: datetime | None = None) -> list[FlowStatus]:
-    """The status of every flow that has logged an event, in name order.
-
-    A flow that is not running is also checked against the retention of the tables it streams
-    (:mod:`deltaflow.commands.horizons`).
+def read_events(layout: StorageLayout, pipeline: str, columns: list[str] | None = None,
+                ) -> list[dict[str, Any]]:
+    """The event log's rows of ``pipeline`` (``columns``, default :data:`COLUMNS`), oldest first.
 
     Raises:
         ConfigError: The pipeline has not run yet (no event log).
@@ -82,31 +90,105 @@ def pipeline_status(spec: Spec, layout: StorageLayout, now: datetime | None = No
         raise ConfigError(f"no event log in {layout.root}: the pipeline has not run yet",
                           hint="run it with 'deltaflow run'") from None
     present = {f.name for f in log.schema().fields}  # a log written by an older deltaflow lacks newer columns
-    found = query_rows(log, [c for c in _COLUMNS if c in present], {"pipeline": spec.name})
-    rows: list[dict[str, Any]] = [{c: row.get(c) for c in _COLUMNS} for row in found]
-    by_flow: dict[str, list[dict[str, Any]]] = {}
-    for row in sorted(rows, key=lambda r: r["end_time"]):
-        by_flow.setdefault(row["flow"], []).append(row)
-    moment = now or datetime.now(UTC)
-    flows = [_flow_status(flow, events, moment) for flow, events in sorted(by_flow.items())]
+    wanted = columns or COLUMNS
+    found = query_rows(log, [c for c in wanted if c in present], {"pipeline": pipeline})
+    return sorted(({c: row.get(c) for c in wanted} for row in found), key=lambda r: r["end_time"])
+
+
+def pipeline_status(spec: Spec, layout: StorageLayout, now: datetime | None = None,
+                    probe: BacklogProbe | None = None) -> list[FlowStatus]:
+    """The status of every flow that has logged an event, in name order, with its backlog as it is now.
+
+    A flow that is not running is also checked against the retention of the tables it streams
+    (:mod:`deltaflow.commands.horizons`).
+
+    Raises:
+        ConfigError: The pipeline has not run yet (no event log).
+
+    """
+    from deltaflow.observe.backlog import BacklogProbe
+
+    rows = read_events(layout, spec.name)
+    own = probe or BacklogProbe(layout, spec.kafka)
+    try:
+        flows = summarize(rows, now or datetime.now(UTC), measure_backlog(own, layout, rows))
+    finally:
+        if probe is None:
+            own.close()
     stopped = [f.flow for f in flows if f.state != "running"]
-    warnings = retention_warnings(layout, stopped, moment) if stopped else {}
+    warnings = retention_warnings(layout, stopped, now or datetime.now(UTC)) if stopped else {}
     return [replace(f, warnings=tuple(warnings.get(f.flow, ()))) for f in flows]
 
 
-def _flow_status(flow: str, events: list[dict[str, Any]], now: datetime) -> FlowStatus:
+def measure_backlog(probe: BacklogProbe, layout: StorageLayout, rows: list[dict[str, Any]],
+                    ) -> dict[str, Backlog]:
+    """The backlog now of every flow with a checkpoint, its sources named by its newest logged batch."""
+    descriptions: dict[str, list[str]] = {}
+    for row in rows:
+        if row["kind"] == "batch" and row.get("sources"):
+            descriptions[row["flow"]] = [str(s.get("description")) for s in json.loads(row["sources"])]
+    flows = {c.flow: (c.dataset, descriptions.get(c.flow, [])) for c in layout.current_checkpoints()}
+    return probe.measure(flows)
+
+
+def summarize(rows: list[dict[str, Any]], now: datetime, backlog: Mapping[str, Backlog] | None = None,
+              ) -> list[FlowStatus]:
+    """Each flow's status from its event-log rows (oldest first), in name order; see :func:`flow_status`."""
+    by_flow: dict[str, list[dict[str, Any]]] = {}
+    for row in rows:
+        by_flow.setdefault(row["flow"], []).append(row)
+    measured = backlog or {}
+    return [flow_status(flow, events, now, measured.get(flow)) for flow, events in sorted(by_flow.items())]
+
+
+def window_rates(batches: list[dict[str, Any]], end: datetime, seconds: float = WINDOW_SECONDS,
+                 ) -> tuple[float | None, float | None, float | None]:
+    """Rows read per second, and per second spent in batches, over the ``seconds`` before ``end``.
+
+    Returns ``(input, processed, window)``; all None when the batches span less than
+    :data:`MIN_WINDOW_SECONDS`.
+
+    Example:
+        >>> t = datetime(2026, 1, 1, tzinfo=UTC)
+        >>> b = [{"start_time": t, "end_time": t + timedelta(seconds=4), "input_rows": 800,
+        ...       "duration_ms": 2000}]
+        >>> window_rates(b, t + timedelta(seconds=4))
+        (200.0, 400.0, 4.0)
+
+    """
+    begin = end - timedelta(seconds=seconds)
+    recent = [b for b in batches if b["end_time"] > begin]
+    if not recent:
+        return None, None, None
+    span = (end - max(begin, min(b["start_time"] for b in recent))).total_seconds()
+    if span < MIN_WINDOW_SECONDS:
+        return None, None, None
+    rows = sum(b["input_rows"] for b in recent)
+    busy = sum(b["duration_ms"] for b in recent) / 1000
+    return rows / span, (rows / busy if busy > 0 else None), span
+
+
+def flow_status(flow: str, events: list[dict[str, Any]], now: datetime, backlog: Backlog | None = None,
+                ) -> FlowStatus:
+    """One flow's status from its event-log rows, oldest first, and its backlog now when measured."""
     batches = [e for e in events if e["kind"] == "batch"]
-    busy = [e for e in batches if e["input_rows"]][-WINDOW:]
+    busy = [e for e in batches if e["input_rows"]]
     last = events[-1]
     age = (now - last["end_time"]).total_seconds()
     state = last["kind"] if last["kind"] != "batch" else ("running" if age < SILENT_AFTER else "silent")
-    rate_in = fmean(e["input_rows_per_second"] for e in busy) if busy else None
-    rate_done = fmean(e["processed_rows_per_second"] for e in busy) if busy else None
+    end = now if state == "running" or not batches else batches[-1]["end_time"]
+    rate_in, rate_done, window = window_rates(batches, end)
     newest = batches[-1] if batches else None
-    behind = [e["kafka_offsets_behind"] for e in batches[-WINDOW:] if e["kafka_offsets_behind"] is not None]
+    kafka = backlog.kafka_offsets if backlog else None
+    versions = backlog.delta_versions if backlog else None
+    measured = "now" if kafka is not None or versions is not None else "last batch"
+    if measured == "last batch" and newest is not None:
+        kafka, versions = newest["kafka_offsets_behind"], newest["delta_versions_behind"]
+    behind = [e["kafka_offsets_behind"] for e in batches[-BACKLOG_BATCHES:]
+              if e["kafka_offsets_behind"] is not None]
     growing = len(behind) >= 3 and behind[-1] > behind[0] > 0
-    outrun = len(busy) >= 3 and rate_in is not None and rate_done is not None and \
-        rate_in > BEHIND_FACTOR * rate_done
+    saturated = window is not None and rate_in is not None and rate_done is not None and \
+        rate_in >= BUSY_SHARE * rate_done and bool(kafka or versions)
     last_busy = busy[-1] if busy else None
     counts = [json.loads(e["expectations"]) for e in batches if e["expectations"]]
     return FlowStatus(
@@ -114,10 +196,10 @@ def _flow_status(flow: str, events: list[dict[str, Any]], now: datetime) -> Flow
         last_batch=last_busy["batch_id"] if last_busy else None,
         last_batch_at=last_busy["end_time"] if last_busy else None,
         age_seconds=(now - last_busy["end_time"]).total_seconds() if last_busy else None,
-        input_rows_per_second=rate_in, processed_rows_per_second=rate_done,
-        delta_versions_behind=newest["delta_versions_behind"] if newest else None,
-        kafka_offsets_behind=newest["kafka_offsets_behind"] if newest else None,
-        falling_behind=state == "running" and (outrun or growing),
+        rows_total=sum(e["input_rows"] for e in batches),
+        input_rows_per_second=rate_in, processed_rows_per_second=rate_done, rate_window_seconds=window,
+        delta_versions_behind=versions, kafka_offsets_behind=kafka, backlog_measured=measured,
+        falling_behind=state == "running" and (growing or saturated),
         dropped_rows=sum(c.get("_dropped", 0) for c in counts),
         quarantined_rows=sum(c.get("_quarantined", 0) for c in counts),
         error=last["error"] if last["kind"] == "failed" else None,

@@ -28,6 +28,8 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
 FLUSH_SECONDS = 1.0
+#: Appends between two compactions of the log's files (a reader then opens a few files, not thousands).
+COMPACT_EVERY = 100
 
 
 @dataclass(frozen=True)
@@ -52,6 +54,7 @@ class BatchEvent:
     kafka_offsets_behind: int | None  # Kafka sources: maxOffsetsBehindLatest, summed over sources
     expectations: str | None  # JSON: per expectation, rows passed and failed (data quality)
     error: str | None
+    trigger: str | None = None  # the run's trigger ("available-now", "continuous, every 10 seconds"...)
 
 
 def _schema() -> pa.Schema:
@@ -150,13 +153,16 @@ class EventLog:
         path: The event log's table (``StorageLayout.event_log``).
         pipeline: The pipeline's name (a column, so several pipelines may share a log reader).
         run_id: This run's id (default: a new one).
+        trigger: The run's trigger, in words (a column of every row).
         storage_options: ``deltalake``'s options for ``path`` (S3 keys).
 
     """
 
-    def __init__(self, path: str, pipeline: str, run_id: str | None = None,
+    def __init__(self, path: str, pipeline: str, run_id: str | None = None, trigger: str | None = None,
                  storage_options: Mapping[str, str] | None = None) -> None:
         self.path = path
+        self.trigger = trigger
+        self._appends = 0
         self.storage_options = dict(storage_options or {}) or None
         self.pipeline = pipeline
         self.run_id = run_id or uuid.uuid4().hex
@@ -212,7 +218,7 @@ class EventLog:
         from deltalake import write_deltalake
 
         try:
-            rows = [asdict(e) for e in events]
+            rows = [{**asdict(e), "trigger": self.trigger} for e in events]
             for row in rows:
                 if row["kind"] == "batch":
                     row["delta_versions_behind"] = delta_versions_behind(json.loads(row["sources"]),
@@ -220,8 +226,20 @@ class EventLog:
             table = pa.Table.from_pylist(rows, schema=_schema())
             write_deltalake(self.path, table, mode="append", schema_mode="merge",  # logs of older versions
                             storage_options=self.storage_options)
+            self._appends += 1
+            if self._appends % COMPACT_EVERY == 0:
+                self._compact()
         except Exception as exc:  # the log must never stop a flow; the run reports it at the end
             self.error = exc
+
+
+    def _compact(self) -> None:
+        """Merge the log's small files, and delete the merged ones an hour later (readers may hold them)."""
+        from deltalake import DeltaTable
+
+        log = DeltaTable(self.path, storage_options=self.storage_options)
+        log.optimize.compact()
+        log.vacuum(retention_hours=1, enforce_retention_duration=False, dry_run=False)
 
 
 def event_log_listener(log: EventLog, on_progress: Callable[[dict[str, Any]], None] | None = None,

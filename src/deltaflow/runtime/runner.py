@@ -144,7 +144,7 @@ class PipelineRun:
         self._progress: queue.SimpleQueue[dict[str, Any]] = queue.SimpleQueue()  # from Spark's listener
         self._schema_restarts: dict[str, int] = {}
         self._ended: set[str] = set()  # flows whose query has ended and been looked at
-        self.event_log = EventLog(self.layout.event_log, self.spec.name,
+        self.event_log = EventLog(self.layout.event_log, self.spec.name, trigger=trigger.describe(),
                                   storage_options=self.layout.storage_options)
         self._wake = threading.Event()  # a query ended: look now rather than at the next poll
         self._listener = event_log_listener(self.event_log, self._progress.put, on_terminated=self._wake.set)

@@ -13,6 +13,7 @@
     <storage>/_rewind/<table>.json                           a rewind's record
     <storage>/_leases/<table>.json                           which run holds the table (one writer)
     <storage>/_event_log                                     one row per micro-batch of every flow
+    <storage>/_pipeline/graph.json                           the resolved graph of the last run (`ui`)
     <storage>/_warehouse                                     Spark's warehouse (local storage)
 
 Names starting with ``_`` never collide with a dataset. Records go through the layout's
@@ -204,6 +205,11 @@ class StorageLayout:
     def event_log(self) -> str:
         """The event log's Delta table."""
         return f"{self.root}/_event_log"
+
+    @property
+    def graph_record(self) -> str:
+        """The resolved dataset graph the last run wrote, for readers without Spark (``deltaflow ui``)."""
+        return f"{self.root}/_pipeline/graph.json"
 
     @property
     def warehouse(self) -> str:
