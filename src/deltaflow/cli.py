@@ -137,7 +137,7 @@ def run(
 ) -> None:
     """Run the pipeline's flows (default trigger: the spec's, else --available-now)."""
     from deltaflow.progress import ProgressPrinter
-    from deltaflow.runtime.runner import RunPlan
+    from deltaflow.runtime.run_plan import RunPlan
 
     flags: list[tuple[TriggerMode, bool]] = [("available_now", available_now), ("continuous", continuous),
                                              ("once", once)]
@@ -281,13 +281,14 @@ def demo(
     storage: Annotated[Path, typer.Option(help="Where the demo's tables, checkpoints and landing folders "
                                           "go.")] = Path("deltaflow_demo"),
     port: PortOption = 19092,
+    ui: Annotated[bool, typer.Option("--ui/--no-ui", help="Serve the live dashboard beside the run.")] = True,
 ) -> None:
     """Run an example pipeline live on generated data (a local Kafka broker when it needs one)."""
     from deltaflow.dev.demo import run_demo
 
     with stop_on_signals() as stop:
         run_demo(example=example, seconds=seconds, rate=rate, storage=storage, port=port, stop=stop,
-                 console=err)
+                 console=err, ui=ui)
 
 
 def invoke(args: Sequence[str] | None = None) -> int:

@@ -45,7 +45,8 @@ if TYPE_CHECKING:
     from deltaflow.context import PipelineContext
     from deltaflow.graph import PipelineGraph
     from deltaflow.resolve.resolver import Resolver
-    from deltaflow.runtime.runner import FlowOutcome, MessageCallback, PipelineRun, ProgressCallback, RunPlan
+    from deltaflow.runtime.run_plan import RunPlan
+    from deltaflow.runtime.runner import FlowOutcome, MessageCallback, PipelineRun, ProgressCallback
     from deltaflow.runtime.triggers import Trigger
     from deltaflow.ui.app import UiServer
 

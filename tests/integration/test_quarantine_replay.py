@@ -91,7 +91,7 @@ def test_replay_after_fixing_the_rule_feeds_each_row_once(  # type: ignore[no-un
 
     # A full refresh rebuilds silver from bronze through the fixed rule: the same rows; the event log
     # (read by `status`, without a JVM) has every flow of both runs.
-    from deltaflow.runtime.runner import RunPlan
+    from deltaflow.runtime.run_plan import RunPlan
 
     outcomes = Pipeline(load_spec(project.spec_path), spark=spark).run(
         "available_now", plan=RunPlan(full_refresh=frozenset({"silver"})))

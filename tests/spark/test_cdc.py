@@ -19,7 +19,8 @@ from cdc_model import replay, scd1, scd2
 from deltaflow.dev.sample_data import customer_changes
 from deltaflow.errors import FlowError, GraphError
 from deltaflow.pipeline import Pipeline
-from deltaflow.runtime.runner import PipelineRun, RunPlan
+from deltaflow.runtime.run_plan import RunPlan
+from deltaflow.runtime.runner import PipelineRun
 from deltaflow.spec import load_spec
 from helpers import Project, cli
 

@@ -7,7 +7,8 @@ import threading
 from deltalake import DeltaTable
 
 from deltaflow.pipeline import Pipeline
-from deltaflow.runtime.runner import PipelineRun, RunPlan
+from deltaflow.runtime.run_plan import RunPlan
+from deltaflow.runtime.runner import PipelineRun
 from deltaflow.spec import load_spec
 
 APPEND_FLOWS = """

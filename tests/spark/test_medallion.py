@@ -17,7 +17,8 @@ from deltalake import DeltaTable
 from deltaflow.errors import FlowError
 from deltaflow.pipeline import Pipeline as Facade
 from deltaflow.runtime.refresh import FullRefresh
-from deltaflow.runtime.runner import PipelineRun, RunPlan
+from deltaflow.runtime.run_plan import RunPlan
+from deltaflow.runtime.runner import PipelineRun
 from helpers import Project
 
 PIPELINE = """

@@ -14,7 +14,7 @@ from deltaflow.commands.readers import stream_positions
 from deltaflow.commands.status import pipeline_status
 from deltaflow.commands.vacuum import LISTING, vacuum_table
 from deltaflow.errors import ConfigError, FlowError
-from deltaflow.runtime.runner import RunPlan
+from deltaflow.runtime.run_plan import RunPlan
 from helpers import cli
 
 PIPELINE = """

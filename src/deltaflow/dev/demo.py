@@ -1,8 +1,9 @@
 """``deltaflow demo``: a shipped example pipeline, live, on embedded defaults.
 
 Each example gets a feeder of realistic generated data, then runs continuously with one live status line
-until ``--seconds`` pass or Ctrl-C; at the end the demo prints every table's row count and the top rows
-of the example's gold table (read with ``deltalake``, no JVM), and says how to query the tables.
+and the dashboard (``deltaflow ui``) beside it, until ``--seconds`` pass or Ctrl-C; at the end the demo
+prints every table's row count and the top rows of the example's gold table (read with ``deltalake``, no
+JVM), and the commands that look at what ran. Spark's own output goes to ``<storage>/_logs/spark.log``.
 
 - ``clickstream`` (default): the embedded Kafka broker, clickstream events into topic ``clicks``.
 - ``orders``: a JSON file of orders (a few percent invalid on purpose) dropped every second into
@@ -27,15 +28,15 @@ import random
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, date, datetime
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from rich.console import Console
 from rich.live import Live
-from rich.table import Table
 
 from deltaflow.dev.broker import EmbeddedKafka
+from deltaflow.dev.demo_summary import summary
 from deltaflow.dev.generator import EventGenerator, field_key
 from deltaflow.dev.sample_data import (
     CustomerChangeFeed,
@@ -54,14 +55,15 @@ from deltaflow.errors import ConfigError
 from deltaflow.pipeline import Pipeline
 from deltaflow.progress import ProgressPrinter
 from deltaflow.spec import Spec
-from deltaflow.storage import StorageLayout
+
+if TYPE_CHECKING:
+    from deltaflow.ui.app import UiServer
 
 TOPIC = "clicks"
 TRANSACTIONS_TOPIC = "transactions"
 FRAUD_CUSTOMERS = 2_000
 CUSTOMER_UPDATES_EVERY = 5.0  # seconds
 CUSTOMER_UPDATES_PER_FILE = 20
-TOP_ROWS = 10
 EXAMPLES = Path(os.environ.get("DELTAFLOW_EXAMPLES", Path(__file__).resolve().parents[3] / "examples"))
 
 
@@ -235,8 +237,11 @@ def demo_example(name: str) -> DemoExample:
 
 
 def run_demo(*, seconds: int, rate: int, storage: Path, port: int, stop: threading.Event,
-             console: Console, example: str = "clickstream") -> None:
+             console: Console, example: str = "clickstream", ui: bool = True) -> None:
     """Run the demo of ``example``; see the module docstring.
+
+    Spark's own output goes to the storage's ``_logs/spark.log`` (unless ``deltaflow -v``); with ``ui``,
+    the dashboard is served beside the run (port 8787, else any free one).
 
     Raises:
         ConfigError: ``example`` is unknown (before anything starts).
@@ -264,6 +269,9 @@ def run_demo(*, seconds: int, rate: int, storage: Path, port: int, stop: threadi
         feeds = demo.feeds(spec, bootstrap, rate, console)
         for feed in feeds:
             feed.feeder.start()
+        if "DELTAFLOW_LOG_LEVEL" not in os.environ:
+            os.environ.setdefault("DELTAFLOW_SPARK_LOG", pipeline.layout.spark_log)
+        server = _serve_ui(pipeline, console) if ui else None
         console.print("spark: starting (a few seconds)...", markup=False)
         printer = ProgressPrinter(console=console, live=True)
         run = pipeline.start("continuous", on_batch=printer)
@@ -291,8 +299,10 @@ def run_demo(*, seconds: int, rate: int, storage: Path, port: int, stop: threadi
         for feed in feeds:
             if feed.feeder.error is not None:
                 console.print(f"generator of {feed.label} failed: {feed.feeder.error}", markup=False)
+        if server is not None:
+            server.stop()
         stored = [name for name, dataset in pipeline.graph.datasets.items() if dataset.stored]
-        _summary(pipeline.layout, stored, demo.showcase, console)
+        summary(pipeline.layout, stored, demo.showcase, console, example_spec_path(example))
     finally:
         for feed in feeds:
             feed.feeder.stop()
@@ -302,71 +312,11 @@ def run_demo(*, seconds: int, rate: int, storage: Path, port: int, stop: threadi
             broker.stop()
 
 
-def _summary(layout: StorageLayout, datasets: list[str], showcase: Showcase, console: Console) -> None:
-    from deltalake import DeltaTable
+def _serve_ui(pipeline: Pipeline, console: Console) -> UiServer:
+    """The dashboard beside the demo: on its usual port, or any free one when that is taken."""
+    from deltaflow.cli_shared import start_ui
 
-    console.print("")
-    for name in datasets:
-        path = layout.table(name)
-        try:
-            rows = DeltaTable(path).to_pyarrow_dataset().count_rows()
-        except Exception:  # the run failed before creating it
-            console.print(f"{name}: no table at {path}", markup=False, soft_wrap=True)
-            continue
-        console.print(f"{name}: {rows:,} rows in {path}", markup=False, soft_wrap=True)
-    top = layout.table(showcase.table)
     try:
-        console.print(top_rows(top, showcase))
-    except Exception as exc:  # a summary must not hide the run's own outcome
-        console.print(f"{showcase.table}: cannot read the top rows: {exc}", markup=False)
-    console.print("\nQuery it with Spark:\n"
-                  f"  spark.read.format('delta').load('{top}').show()\n"
-                  "or without a JVM:\n"
-                  f"  python -c \"from deltalake import DeltaTable; "
-                  f"print(DeltaTable('{top}').to_pandas().head())\"", markup=False, soft_wrap=True)
-
-
-def top_rows(path: str, showcase: Showcase, limit: int = TOP_ROWS) -> Table:
-    """The first ``limit`` rows of the Delta table at ``path`` by ``showcase.order_by``, descending.
-
-    Read with ``deltalake`` (no JVM); a window column shows as its start and end.
-
-    Example:
-        >>> console.print(top_rows("deltaflow_demo/tables/gold_daily_sales",
-        ...                        DEMOS["orders"].showcase))  # doctest: +SKIP
-
-    """
-    from deltalake import DeltaTable
-
-    data = DeltaTable(path).to_pyarrow_table(columns=list(showcase.columns))
-    data = data.sort_by([(showcase.order_by, "descending")]).slice(0, limit)
-    table = Table(title=showcase.title, title_justify="left")
-    numeric = {name for name in showcase.columns if str(data.schema.field(name).type).startswith(
-        ("int", "uint", "double", "float", "decimal"))}
-    for name in showcase.columns:
-        table.add_column(name, justify="right" if name in numeric else "left")
-    for row in data.to_pylist():
-        table.add_row(*(_cell(row[name]) for name in showcase.columns))
-    return table
-
-
-def _cell(value: Any) -> str:
-    """A value as table text: windows as their span, numbers with separators, times to the second."""
-    if value is None:
-        return "-"
-    if isinstance(value, dict) and {"start", "end"} <= value.keys():
-        start, end = value["start"], value["end"]
-        if (end - start).total_seconds() % 86_400 == 0 and start.time() == datetime.min.time():
-            return f"{start:%Y-%m-%d}"
-        return f"{start:%Y-%m-%d %H:%M}-{end:%H:%M}"
-    if isinstance(value, datetime):
-        return f"{value:%Y-%m-%d %H:%M:%S}"
-    if isinstance(value, date):
-        return value.isoformat()
-    if isinstance(value, bool):
-        return str(value).lower()
-    if isinstance(value, float):
-        return f"{value:,.2f}"
-    if isinstance(value, int):
-        return f"{value:,}"
-    return str(value)
+        return start_ui(pipeline, console=console)
+    except ConfigError:
+        return start_ui(pipeline, port=0, console=console)

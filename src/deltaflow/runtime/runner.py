@@ -1,7 +1,8 @@
 """Run a pipeline: resolve it, start one query per flow in one SparkSession, watch them, stop them cleanly.
 
 Each flow writes through its own checkpoint (see :mod:`deltaflow.runtime.checkpoints`), so each restarts
-on its own; a flow that fails stops alone while the others go on, and the run reports it at the end.
+on its own; a flow that fails stops alone while the others go on: its failure goes into the event log at
+once, and the run reports it at the end.
 Flows that stop by themselves (available-now, once) start once the flows they read from have finished, so
 one run carries new data from bronze to gold; continuous flows all start at once. A stop request (Ctrl-C,
 SIGTERM) lets each flow finish the batch it is writing, then stops it.
@@ -23,12 +24,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from deltaflow.errors import ConfigError, FlowError, LeaseError, first_line
-from deltaflow.graph import suggest
+from deltaflow.errors import FlowError, LeaseError, first_line
 from deltaflow.resolve.resolver import Resolver
 from deltaflow.runtime.event_log import EventLog, end_event, event_log_listener
 from deltaflow.runtime.maintenance import Maintainer
 from deltaflow.runtime.refresh import FullRefresh
+from deltaflow.runtime.run_plan import RunPlan
 from deltaflow.runtime.stopping import stop_between_batches
 from deltaflow.runtime.triggers import Trigger
 from deltaflow.sinks.materialize import outdated
@@ -45,39 +46,6 @@ if TYPE_CHECKING:
 
 POLL_SECONDS = 0.2
 MAX_SCHEMA_RESTARTS = 10  # per flow and run: a schema that keeps changing is not a restart loop
-
-
-@dataclass(frozen=True)
-class RunPlan:
-    """Which datasets a run updates, and which it rebuilds from scratch.
-
-    Args:
-        refresh: Only these datasets and the datasets they read (None: every dataset).
-        full_refresh: These datasets and every dataset downstream of them start from scratch.
-        full_refresh_all: Every dataset starts from scratch.
-
-    """
-
-    refresh: frozenset[str] | None = None
-    full_refresh: frozenset[str] = frozenset()
-    full_refresh_all: bool = False
-
-    def check(self, graph: PipelineGraph) -> None:
-        """Every named dataset exists and is stored.
-
-        Raises:
-            ConfigError: Naming the option and the unknown dataset.
-
-        """
-        for option, names in (("--refresh", self.refresh or ()), ("--full-refresh", self.full_refresh)):
-            for name in names:
-                dataset = graph.datasets.get(name)
-                if dataset is None:
-                    raise ConfigError(f"unknown dataset '{name}'{suggest(name, graph.datasets)}",
-                                      location=option, hint="see 'deltaflow graph'")
-                if not dataset.runs:
-                    raise ConfigError(f"'{name}' is a temporary view; there is nothing to refresh",
-                                      location=option)
 
 
 @dataclass(frozen=True)
@@ -144,6 +112,7 @@ class PipelineRun:
         self._progress: queue.SimpleQueue[dict[str, Any]] = queue.SimpleQueue()  # from Spark's listener
         self._schema_restarts: dict[str, int] = {}
         self._ended: set[str] = set()  # flows whose query has ended and been looked at
+        self._ends_logged: set[str] = set()  # flows whose end is in the event log
         self.event_log = EventLog(self.layout.event_log, self.spec.name, trigger=trigger.describe(),
                                   storage_options=self.layout.storage_options)
         self._wake = threading.Event()  # a query ended: look now rather than at the next poll
@@ -344,6 +313,15 @@ class PipelineRun:
                 del self.queries[name]
                 self._ended.discard(name)
                 self._start(self.graph.flows[name])
+            elif error is not None:  # logged now, so that `status` and `ui` show it while the others run
+                self._log_end(FlowOutcome(name, str(self.graph.flows[name].location), "failed",
+                                          first_line(error)))
+
+    def _log_end(self, outcome: FlowOutcome) -> None:
+        if outcome.flow not in self._ends_logged:
+            self._ends_logged.add(outcome.flow)
+            self.event_log.add(end_event(self.spec.name, self.event_log.run_id, outcome.flow, outcome.state,
+                                         outcome.error))
 
     def _close_event_log(self, outcomes: list[FlowOutcome]) -> None:
         """Log how each flow ended, once the listener has logged every batch of the run."""
@@ -354,8 +332,7 @@ class PipelineRun:
         self.event_log.await_batches({query: max(ids) for query, ids in ran.items() if ids})
         self.spark.streams.removeListener(self._listener)
         for outcome in outcomes:
-            self.event_log.add(end_event(self.spec.name, self.event_log.run_id, outcome.flow, outcome.state,
-                                         outcome.error))
+            self._log_end(outcome)
         self.event_log.close()
         if self.event_log.error is not None:
             self.on_message(f"warning: the event log ({self.event_log.path}) missed events: "

@@ -4,7 +4,9 @@ Defaults (each overridable from the spec's ``configuration``): ``spark.master=lo
 partitions equal to the cores, UI off, Delta's SQL extension and catalog, the Delta, Kafka-connector and
 S3A jars from deltaflow's cache, S3A pointed at the spec's ``s3:``, driver logging at ERROR
 (``$DELTAFLOW_LOG_LEVEL``, set by ``deltaflow -v``, changes it), and the driver's class archive
-(:mod:`deltaflow.runtime.class_archive`) when ``deltaflow setup`` has built it.
+(:mod:`deltaflow.runtime.class_archive`) when ``deltaflow setup`` has built it. With
+``$DELTAFLOW_SPARK_LOG`` set (``deltaflow demo`` sets it), everything the JVM prints goes to that file
+instead of the terminal.
 
 Example:
     >>> spark = build_session(spec)  # doctest: +SKIP
@@ -17,7 +19,10 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from importlib import resources
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from deltaflow.errors import ConfigError
@@ -107,6 +112,29 @@ def check_master(master: str) -> None:
                       hint="start it ('deltaflow cluster start'), or leave spark.master out to run locally")
 
 
+@contextmanager
+def jvm_output(path: str | None) -> Iterator[None]:
+    """Start the JVM inside this block to have it print into ``path`` (appended) instead of stderr.
+
+    The JVM inherits the process's file descriptor 2 when it is launched and keeps it; Python's own stderr
+    is given back at the end of the block.
+    """
+    if path is None:
+        yield
+        return
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(path, "ab") as log:
+            os.dup2(log.fileno(), 2)
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
 def build_session(spec: Spec | None = None, extra: dict[str, str] | None = None) -> SparkSession:
     """Start (or return the running) SparkSession configured for ``spec``.
 
@@ -132,7 +160,8 @@ def build_session(spec: Spec | None = None, extra: dict[str, str] | None = None)
     builder = SparkSession.builder
     for key, value in conf.items():
         builder = builder.config(key, value)
-    spark = builder.getOrCreate()
+    with jvm_output(os.environ.get("DELTAFLOW_SPARK_LOG")):
+        spark = builder.getOrCreate()
     if spec is not None and spec.s3 is not None:  # a session that was running keeps its Hadoop settings
         use_storage_keys(spark, spec)
     if level := os.environ.get("DELTAFLOW_LOG_LEVEL"):  # set by `deltaflow -v`

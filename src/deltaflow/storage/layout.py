@@ -14,6 +14,7 @@
     <storage>/_leases/<table>.json                           which run holds the table (one writer)
     <storage>/_event_log                                     one row per micro-batch of every flow
     <storage>/_pipeline/graph.json                           the resolved graph of the last run (`ui`)
+    <storage>/_logs/spark.log                                Spark's own output in `deltaflow demo`
     <storage>/_warehouse                                     Spark's warehouse (local storage)
 
 Names starting with ``_`` never collide with a dataset. Records go through the layout's
@@ -210,6 +211,11 @@ class StorageLayout:
     def graph_record(self) -> str:
         """The resolved dataset graph the last run wrote, for readers without Spark (``deltaflow ui``)."""
         return f"{self.root}/_pipeline/graph.json"
+
+    @property
+    def spark_log(self) -> str:
+        """Where ``deltaflow demo`` sends Spark's own output (local storage only)."""
+        return f"{self.root}/_logs/spark.log"
 
     @property
     def warehouse(self) -> str:

@@ -1,0 +1,51 @@
+"""What a run updates and what it rebuilds from scratch (``--refresh``, ``--full-refresh``).
+
+Example:
+    >>> RunPlan(full_refresh=frozenset({"silver"})).full_refresh_all
+    False
+
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from deltaflow.errors import ConfigError
+from deltaflow.graph import suggest
+
+if TYPE_CHECKING:
+    from deltaflow.graph import PipelineGraph
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """Which datasets a run updates, and which it rebuilds from scratch.
+
+    Args:
+        refresh: Only these datasets and the datasets they read (None: every dataset).
+        full_refresh: These datasets and every dataset downstream of them start from scratch.
+        full_refresh_all: Every dataset starts from scratch.
+
+    """
+
+    refresh: frozenset[str] | None = None
+    full_refresh: frozenset[str] = frozenset()
+    full_refresh_all: bool = False
+
+    def check(self, graph: PipelineGraph) -> None:
+        """Every named dataset exists and is stored.
+
+        Raises:
+            ConfigError: Naming the option and the unknown dataset.
+
+        """
+        for option, names in (("--refresh", self.refresh or ()), ("--full-refresh", self.full_refresh)):
+            for name in names:
+                dataset = graph.datasets.get(name)
+                if dataset is None:
+                    raise ConfigError(f"unknown dataset '{name}'{suggest(name, graph.datasets)}",
+                                      location=option, hint="see 'deltaflow graph'")
+                if not dataset.runs:
+                    raise ConfigError(f"'{name}' is a temporary view; there is nothing to refresh",
+                                      location=option)
