@@ -195,3 +195,15 @@ def test_ten_thousand_batches_make_one_state(tmp_path: Path) -> None:
     assert all(len(f["series"]["t"]) <= 200 for f in flows.values())
     board.close()
 
+
+
+def test_backlog_measured_while_watching_wins_over_the_logged_one() -> None:
+    from deltaflow.observe.series import flow_series
+
+    batches = [{"end_time": T0 + timedelta(seconds=10 * i), "input_rows": 100, "duration_ms": 1_000,
+                "kafka_offsets_behind": 0, "delta_versions_behind": None} for i in range(4)]
+    samples = [((T0 + timedelta(seconds=21)).timestamp(), 4_200, None)]
+    series = flow_series(batches, samples)
+    assert series["bucket_seconds"] == [5.0]
+    assert series["kafka_offsets_behind"] == [0, None, 0, None, 4_200, None, 0]
+    assert series["input_rps"][:3] == [20.0, 0.0, 20.0] and series["processed_rps"][0] == 100.0

@@ -19,6 +19,7 @@ import json
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime, timedelta
+from statistics import fmean
 from typing import TYPE_CHECKING, Any
 
 from deltaflow.commands.horizons import retention_warnings
@@ -36,8 +37,8 @@ WINDOW_SECONDS = 60.0
 MIN_WINDOW_SECONDS = 2.0
 #: Batches the growing-backlog check looks at.
 BACKLOG_BATCHES = 10
-#: Share of the window a flow spent in batches from which, with a backlog left, it is falling behind.
-BUSY_SHARE = 0.95
+#: A Kafka backlog worth more than this many batches of the flow's input means it is falling behind.
+BEHIND_BATCHES = 3
 #: Seconds without an event after which a flow that did not log its end is reported as silent.
 SILENT_AFTER = 120.0
 
@@ -187,8 +188,10 @@ def flow_status(flow: str, events: list[dict[str, Any]], now: datetime, backlog:
     behind = [e["kafka_offsets_behind"] for e in batches[-BACKLOG_BATCHES:]
               if e["kafka_offsets_behind"] is not None]
     growing = len(behind) >= 3 and behind[-1] > behind[0] > 0
-    saturated = window is not None and rate_in is not None and rate_done is not None and \
-        rate_in >= BUSY_SHARE * rate_done and bool(kafka or versions)
+    recent = [b["duration_ms"] for b in batches if b["end_time"] > end - timedelta(seconds=WINDOW_SECONDS)]
+    # keeping up, a flow finds about one batch's worth of input waiting; several batches' worth is a queue
+    queued = measured == "now" and kafka is not None and rate_in is not None and bool(recent) and \
+        kafka > BEHIND_BATCHES * rate_in * max(fmean(recent) / 1000, 1.0)
     last_busy = busy[-1] if busy else None
     counts = [json.loads(e["expectations"]) for e in batches if e["expectations"]]
     return FlowStatus(
@@ -199,7 +202,7 @@ def flow_status(flow: str, events: list[dict[str, Any]], now: datetime, backlog:
         rows_total=sum(e["input_rows"] for e in batches),
         input_rows_per_second=rate_in, processed_rows_per_second=rate_done, rate_window_seconds=window,
         delta_versions_behind=versions, kafka_offsets_behind=kafka, backlog_measured=measured,
-        falling_behind=state == "running" and (growing or saturated),
+        falling_behind=state == "running" and (growing or queued),
         dropped_rows=sum(c.get("_dropped", 0) for c in counts),
         quarantined_rows=sum(c.get("_quarantined", 0) for c in counts),
         error=last["error"] if last["kind"] == "failed" else None,

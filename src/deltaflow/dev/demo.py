@@ -302,7 +302,8 @@ def run_demo(*, seconds: int, rate: int, storage: Path, port: int, stop: threadi
         if server is not None:
             server.stop()
         stored = [name for name, dataset in pipeline.graph.datasets.items() if dataset.stored]
-        summary(pipeline.layout, stored, demo.showcase, console, example_spec_path(example))
+        summary(pipeline.layout, stored, demo.showcase, console, example_spec_path(example),
+                stops_broker=broker is not None and started_broker)
     finally:
         for feed in feeds:
             feed.feeder.stop()

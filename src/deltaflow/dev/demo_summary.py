@@ -25,8 +25,12 @@ TOP_ROWS = 10
 
 
 def summary(layout: StorageLayout, datasets: list[str], showcase: Showcase, console: Console,
-            spec: Path) -> None:
-    """Print each table's rows, the showcase's top rows, and the commands that look at what ran."""
+            spec: Path, stops_broker: bool = False) -> None:
+    """Print each table's rows, the showcase's top rows, and the commands that look at what ran.
+
+    ``stops_broker``: the demo stops the Kafka broker it started, so it says how to bring it back (the
+    backlog ``status`` measures now asks it).
+    """
     from deltalake import DeltaTable
 
     console.print("")
@@ -52,6 +56,9 @@ def summary(layout: StorageLayout, datasets: list[str], showcase: Showcase, cons
              "  python -c \"from deltalake import DeltaTable; "
              f"print(DeltaTable('{top}').to_pandas().head())\"",
              f"or with Spark: spark.read.format('delta').load('{top}').show()"]
+    if stops_broker:
+        lines.append("The demo stops its Kafka broker; 'deltaflow kafka start' brings it back with its "
+                     "topics, so that status can measure each flow's backlog now.")
     console.print("\n".join(lines), markup=False, soft_wrap=True)
 
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections import deque
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -37,6 +38,8 @@ if TYPE_CHECKING:
 
 #: Seconds between two measurements of the backlogs (each asks the brokers).
 BACKLOG_SECONDS = 2.0
+#: Backlog measurements kept per flow (an hour's worth).
+SAMPLES = int(3600 / BACKLOG_SECONDS)
 #: The last errors shown.
 ERRORS = 20
 #: The runs shown.
@@ -69,6 +72,8 @@ class Dashboard:
         self._rows: list[dict[str, Any]] = []
         self._version = -1
         self._backlog: tuple[float, dict[str, Backlog]] = (0.0, {})
+        # the backlogs measured while this dashboard runs, per flow, for the backlog chart
+        self._samples: dict[str, deque[tuple[float, int | None, int | None]]] = {}
 
     def close(self) -> None:
         """Let go of the Kafka client."""
@@ -133,6 +138,9 @@ class Dashboard:
         if time.monotonic() - taken >= BACKLOG_SECONDS:
             backlog = measure_backlog(self.probe, self.layout, rows)
             self._backlog = (time.monotonic(), backlog)
+            for flow, measured in backlog.items():
+                self._samples.setdefault(flow, deque(maxlen=SAMPLES)).append(
+                    (time.time(), measured.kafka_offsets, measured.delta_versions))
         return backlog
 
     def _flow(self, status: FlowStatus, batches: list[dict[str, Any]],
@@ -152,7 +160,7 @@ class Dashboard:
             "last_duration_ms": last["duration_ms"] if last else None,
             "last_durations_ms": json.loads(last["durations_ms"] or "{}") if last else {},
             "dropped": status.dropped_rows, "quarantined": status.quarantined_rows,
-            "error": status.error, "series": flow_series(batches),
+            "error": status.error, "series": flow_series(batches, list(self._samples.get(status.flow, ()))),
         }
 
     def _graph(self, record: dict[str, Any] | None, flows: list[dict[str, Any]]) -> dict[str, Any]:

@@ -63,10 +63,13 @@ def _buckets(batches: Sequence[dict[str, Any]]) -> tuple[float, list[list[dict[s
     return size, [groups.get(k, []) for k in keys], [first + (k + 1) * size for k in keys]
 
 
-def flow_series(batches: Sequence[dict[str, Any]]) -> dict[str, list[Any]]:
+def flow_series(batches: Sequence[dict[str, Any]],
+                samples: Sequence[tuple[float, int | None, int | None]] = ()) -> dict[str, list[Any]]:
     """A flow's batches (oldest first) as series: time (bucket end, epoch s), rates, backlog, duration.
 
-    Buckets without a batch are kept (rates 0, other values null), so a stalled flow shows as a gap.
+    Buckets without a batch are kept (rates 0, other values null), so a stalled flow shows as a gap. The
+    backlog a batch logs is the one it saw when it was planned (no rate limit: nothing); ``samples`` of the
+    backlog measured since (``(epoch s, Kafka offsets, Delta versions)``, oldest first) win in their bucket.
     """
     if not batches:
         return {"t": [], "input_rps": [], "processed_rps": [], "kafka_offsets_behind": [],
@@ -79,12 +82,18 @@ def flow_series(batches: Sequence[dict[str, Any]]) -> dict[str, list[Any]]:
 
     rows = [sum(r["input_rows"] for r in g) for g in groups]
     busy = [sum(r["duration_ms"] for r in g) / 1000 for g in groups]
+    kafka = [last(g, "kafka_offsets_behind") for g in groups]
+    delta = [last(g, "delta_versions_behind") for g in groups]
+    for when, offsets, versions in samples:
+        at = int((when - (ends[0] - size)) // size)  # the bucket the sample falls in, as _buckets does
+        if 0 <= at < len(ends):
+            kafka[at], delta[at] = offsets, versions
     return {
         "t": ends,
         "input_rps": [n / size for n in rows],
         "processed_rps": [n / s if s > 0 else None for n, s in zip(rows, busy, strict=True)],
-        "kafka_offsets_behind": [last(g, "kafka_offsets_behind") for g in groups],
-        "delta_versions_behind": [last(g, "delta_versions_behind") for g in groups],
+        "kafka_offsets_behind": kafka,
+        "delta_versions_behind": delta,
         "duration_ms": [max((r["duration_ms"] for r in g), default=None) for g in groups],
         "rows": rows,
         "bucket_seconds": [size],
