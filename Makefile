@@ -55,6 +55,7 @@ bench: setup  # every benchmark (~75 min on 2 cores), then benchmarks/REPORT.md
 	$(BIN)/python benchmarks/compaction.py
 	$(BIN)/python benchmarks/restart.py
 	$(BIN)/python benchmarks/sdp_orders.py
+	$(BIN)/python benchmarks/ui_latency.py
 	$(BIN)/python benchmarks/report.py
 
 clean:
