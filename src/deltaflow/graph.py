@@ -19,6 +19,7 @@ Example:
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
@@ -38,6 +39,31 @@ KIND_LABELS: dict[str, str] = {
 
 #: A user function handed each micro-batch of the flows into a sink, with its batch id.
 BatchHandler = Callable[["DataFrame", int], None]
+
+
+#: A dataset or flow name: it names a folder under the storage, so no separator, no dot, no leading "_"
+#: (the storage's own folders start with one).
+NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*")
+
+
+def check_name(what: str, name: str, location: SourceLocation) -> None:
+    """Refuse a dataset or flow name that could leave its folder under the storage (``../x``, ``a/b``).
+
+    Raises:
+        GraphError: Naming the definition's file:line.
+
+    Example:
+        >>> try:
+        ...     check_name("dataset", "../etc", SourceLocation("defs.py", 3))
+        ... except GraphError as exc:
+        ...     print(str(exc)[:46])
+        DF-GRAPH defs.py:3: dataset name '../etc' is n
+
+    """
+    if not NAME.fullmatch(name):
+        raise GraphError(f"{what} name '{name}' is not allowed: letters, digits, '_' and '-' only, starting "
+                         "with a letter or digit (it names a folder under the storage)",
+                         location=str(location))
 
 
 @dataclass(frozen=True)
@@ -133,6 +159,7 @@ class PipelineGraph:
 
     def add_dataset(self, dataset: Dataset) -> None:
         """Register ``dataset``; a second definition of the same name is an error naming both places."""
+        check_name("dataset", dataset.name, dataset.location)
         if dataset.name in self.datasets:
             first = self.datasets[dataset.name].location
             raise GraphError(f"dataset '{dataset.name}' is defined twice (first at {first})",
@@ -141,6 +168,7 @@ class PipelineGraph:
 
     def add_flow(self, flow: Flow) -> None:
         """Register ``flow``; flow names are unique within a pipeline."""
+        check_name("flow", flow.name, flow.location)
         if flow.name in self.flows:
             first = self.flows[flow.name].location
             raise GraphError(f"flow '{flow.name}' is defined twice (first at {first})",

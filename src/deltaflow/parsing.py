@@ -9,7 +9,7 @@ gets a reason, and the flow sends it to ``<table>_quarantine`` with that reason 
 reason                 the record
 =====================  ===========================================================================
 ``not_utf8``           arrived as bytes that are not UTF-8 (Kafka ``value_bytes`` is set)
-``empty_record``       is null
+``empty_record``       is null (a Kafka tombstone), empty or only whitespace
 ``oversize``           is longer than ``max_bytes``
 ``malformed_json``     is not a JSON object
 ``missing_field:f``    has no value for required field ``f``
@@ -95,9 +95,10 @@ def parse_json(
     reasons = []
     if raw_bytes:
         reasons.append(reason(F.col(RAW_BYTES).isNotNull(), "not_utf8"))
-    reasons += [reason(raw.isNull(), "empty_record"),
+    empty = raw.isNull() | raw.rlike(r"^\s*$")
+    reasons += [reason(empty, "empty_record"),
                 reason(F.octet_length(raw) > max_bytes, "oversize"),
-                reason(raw.isNotNull() & gaps & fields.isNull(), "malformed_json")]
+                reason(~empty & gaps & fields.isNull(), "malformed_json")]
     reasons += [reason(fields.isNotNull() & fields[name].isNull(), f"missing_field:{name}")
                 for name in required]
     for field in struct.fields:

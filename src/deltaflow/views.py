@@ -67,6 +67,11 @@ def source_position(row: dict[str, object]) -> str:
     return str(row.get("source_file") or "-")
 
 
+def record_text(row: dict[str, object]) -> str:
+    """A quarantined row's record as text; a null record says so rather than printing nothing."""
+    return "(none: the record was null)" if row.get("record") is None else str(row["record"])
+
+
 def quarantine_tables(report: QuarantineReport) -> tuple[Table, Table]:
     """The counts by reason, and the sample rows with their source position."""
     counts = Table("reason", "rows", title=f"{report.table}_quarantine: {report.rows:,} row(s)",
@@ -76,7 +81,7 @@ def quarantine_tables(report: QuarantineReport) -> tuple[Table, Table]:
     samples = Table("reason", "source", "batch", "record", title="samples", title_justify="left")
     for reason, rows in report.samples.items():
         for row in rows:
-            samples.add_row(reason, source_position(row), str(row["batch_id"]), str(row["record"])[:120])
+            samples.add_row(reason, source_position(row), str(row["batch_id"]), record_text(row)[:120])
     return counts, samples
 
 

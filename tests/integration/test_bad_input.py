@@ -1,4 +1,4 @@
-"""Bad input from Kafka: 100,000 events, 5 % of them malformed in 8 ways; nothing crashes, nothing is lost.
+"""Bad input from Kafka: 100,000 events, 5 % of them malformed in 12 ways; nothing crashes, nothing is lost.
 
 Every malformed record lands in ``silver_events_quarantine`` with its reason and its Kafka position; the
 good records land in ``silver_events`` exactly; the event log accounts for every row of every batch.
@@ -27,7 +27,7 @@ BAD_SHARE = 0.05
 PIPELINE = """
 import deltaflow as dp
 
-SCHEMA = "event_id STRING, user_id STRING, amount DOUBLE, event_time TIMESTAMP"
+SCHEMA = "event_id STRING, user_id STRING, amount DOUBLE, quantity INT, event_time TIMESTAMP"
 
 @dp.table
 def bronze_events():
@@ -51,12 +51,17 @@ BAD_KINDS: dict[str, tuple[Any, str]] = {
                       "bad_timestamp:event_time"),
     "not_utf8": (lambda e: json.dumps(e).encode().replace(b'"u', b'"\xff\xfeu', 1), "not_utf8"),
     "oversize": (lambda e: json.dumps({**e, "padding": "x" * 5_000}).encode(), "oversize"),
+    "overflow": (lambda e: json.dumps({**e, "quantity": 2**40}).encode(), "wrong_type:quantity"),
+    "zero_length": (lambda e: b"", "empty_record"),
+    "whitespace": (lambda e: b" \n\t ", "empty_record"),
+    "tombstone": (lambda e: None, "empty_record"),
 }
 
 
 def good_event(i: int, rng: random.Random) -> dict[str, Any]:
     return {"event_id": f"e{i:06d}", "user_id": f"u{rng.randrange(5_000):04d}",
-            "amount": round(rng.uniform(1, 500), 2), "event_time": f"2026-11-21T10:{i % 60:02d}:00Z"}
+            "amount": round(rng.uniform(1, 500), 2), "quantity": rng.randrange(1, 2**31 - 1),
+            "event_time": f"2026-11-21T10:{i % 60:02d}:00Z"}
 
 
 def test_malformed_events_are_quarantined_with_their_reason_and_good_ones_kept_exactly(
@@ -69,7 +74,7 @@ def test_malformed_events_are_quarantined_with_their_reason_and_good_ones_kept_e
     create_topic(kafka_bootstrap, topic, partitions=3)
     kinds = list(BAD_KINDS)
     sent: list[tuple[str, Any]] = []  # (kind or "good", event)
-    payloads: list[bytes] = []
+    payloads: list[bytes | None] = []
     for i in range(EVENTS):
         event = good_event(i, rng)
         kind = kinds[i % len(kinds)] if rng.random() < BAD_SHARE else "good"
@@ -89,7 +94,8 @@ def test_malformed_events_are_quarantined_with_their_reason_and_good_ones_kept_e
     assert len(silver) == len(good) and {r["event_id"] for r in silver} == set(good)
     for row in silver[:2_000]:
         expected = good[row["event_id"]]
-        assert (row["user_id"], row["amount"]) == (expected["user_id"], expected["amount"])
+        assert (row["user_id"], row["amount"], row["quantity"]) == (
+            expected["user_id"], expected["amount"], expected["quantity"])
         assert row["event_time"].isoformat().startswith(expected["event_time"][:16])
     assert "_df_failed" not in silver[0] and "_df_raw" not in silver[0]
 
@@ -102,7 +108,11 @@ def test_malformed_events_are_quarantined_with_their_reason_and_good_ones_kept_e
     for kind, count in bad.items():
         expected_reasons[BAD_KINDS[kind][1]] += count
     assert reasons == expected_reasons
-    assert all(q["record"] for q in quarantine)  # the raw text, never a null
+    # the raw text as it came: null only for a null value (a tombstone), never the position as a record
+    assert sorted(q["record"] is None for q in quarantine).count(True) == bad["tombstone"]
+    assert all(q["record"] is not None for q in quarantine if q["failed_expectations"] != ["empty_record"])
+    empty = {q["record"] for q in quarantine if "empty_record" in q["failed_expectations"]}
+    assert empty == {None, "", " \n\t "}
     not_utf8 = [q for q in quarantine if "not_utf8" in q["failed_expectations"]]
     assert len(not_utf8) == bad["not_utf8"] and all(b"\xff\xfe" in q["record_bytes"] for q in not_utf8)
 

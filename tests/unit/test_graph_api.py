@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -168,3 +169,20 @@ def test_foreach_batch_sink_takes_append_flows(tmp_path: Path) -> None:
     sink = graph.datasets["out"]
     assert sink.kind == "sink" and not sink.stored and sink.runs and sink.handler is not None
     assert [f.name for f in graph.flows_into("out")] == ["feed"]
+
+
+@pytest.mark.parametrize("name", ["../escape", "a/b", "..", "_event_log", "a.b", "x\\y"])
+def test_a_name_that_could_leave_its_folder_is_refused_at_its_definition(name: str) -> None:
+    graph = PipelineGraph()
+    refusal = re.escape(f"name '{name}' is not allowed")
+    with registering(graph), pytest.raises(GraphError, match=refusal) as refused:
+        @dp.table(name=name)
+        def anything():  # type: ignore[no-untyped-def]
+            return None
+    assert "test_graph_api.py:" in str(refused.value) and not graph.datasets
+    with registering(PipelineGraph()), pytest.raises(GraphError, match="flow name"):
+        dp.create_streaming_table("ok_table")
+
+        @dp.append_flow(target="ok_table", name=name)
+        def other():  # type: ignore[no-untyped-def]
+            return None

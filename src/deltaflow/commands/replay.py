@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 
 from deltaflow.errors import ConfigError
 from deltaflow.expectations import passing
+from deltaflow.faults import crash_point
 from deltaflow.sinks.idempotent import idempotent_writes
 from deltaflow.sinks.quarantine import split_writer
 
@@ -124,6 +125,7 @@ def replay_quarantine(resolver: Resolver, table: str, where: str | None = None) 
     resumed = intent is not None
     intent = intent or start_replay(resolver, table, where)
     result = apply_replay(resolver, intent)
+    crash_point(f"replay_applied:{table}")
     layout.fs.delete(layout.replay_record(table))
     return ReplayResult(result.replayed, result.passed, resumed)
 

@@ -27,6 +27,8 @@ from deltaflow.commands.tables import query_rows
 from deltaflow.errors import ConfigError
 
 if TYPE_CHECKING:
+    from deltalake import DeltaTable
+
     from deltaflow.observe.backlog import Backlog, BacklogProbe
     from deltaflow.spec import Spec
     from deltaflow.storage import StorageLayout
@@ -90,10 +92,17 @@ def read_events(layout: StorageLayout, pipeline: str, columns: list[str] | None 
     except TableNotFoundError:
         raise ConfigError(f"no event log in {layout.root}: the pipeline has not run yet",
                           hint="run it with 'deltaflow run'") from None
-    present = {f.name for f in log.schema().fields}  # a log written by an older deltaflow lacks newer columns
-    wanted = columns or COLUMNS
-    found = query_rows(log, [c for c in wanted if c in present], {"pipeline": pipeline})
-    return sorted(({c: row.get(c) for c in wanted} for row in found), key=lambda r: r["end_time"])
+    return event_rows(log, pipeline, columns or COLUMNS)
+
+
+def event_rows(log: DeltaTable, pipeline: str, columns: list[str]) -> list[dict[str, Any]]:
+    """``columns`` of the rows of ``pipeline`` in the open event log ``log``, oldest first.
+
+    A column an older deltaflow did not write is None.
+    """
+    present = {f.name for f in log.schema().fields}
+    found = query_rows(log, [c for c in columns if c in present], {"pipeline": pipeline})
+    return sorted(({c: row.get(c) for c in columns} for row in found), key=lambda r: r["end_time"])
 
 
 def pipeline_status(spec: Spec, layout: StorageLayout, now: datetime | None = None,

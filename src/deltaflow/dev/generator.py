@@ -35,7 +35,7 @@ from confluent_kafka import KafkaError, Producer
 from deltaflow.dev.topics import QUIET
 from deltaflow.errors import SourceError
 
-Event = bytes | dict[str, Any]
+Event = bytes | dict[str, Any] | None  # None: a tombstone (a record with a null value)
 KeyFn = Callable[[Event], str | bytes | None]
 EventFn = Callable[[random.Random, datetime], Event]
 
@@ -95,15 +95,15 @@ def clickstream_event(rng: random.Random, now: datetime) -> dict[str, Any]:
     }
 
 
-def encode_event(event: Event) -> bytes:
-    """The Kafka value of ``event``: bytes as they are, a dict as compact UTF-8 JSON.
+def encode_event(event: Event) -> bytes | None:
+    """The Kafka value of ``event``: bytes as they are, a dict as compact UTF-8 JSON, None as a null value.
 
     Example:
         >>> encode_event({"a": 1})
         b'{"a":1}'
 
     """
-    if isinstance(event, bytes):
+    if event is None or isinstance(event, bytes):
         return event
     return json.dumps(event, separators=(",", ":")).encode()
 
@@ -190,7 +190,7 @@ def produce(
     Args:
         bootstrap: ``host:port`` of the broker.
         topic: Target topic.
-        events: Values: bytes as they are, dicts as compact JSON.
+        events: Values: bytes as they are, dicts as compact JSON, None as a null value (a tombstone).
         key_fn: Optional message key of an event, e.g. :func:`user_key`.
         timeout: Seconds a message may wait for its acknowledgement.
 

@@ -25,7 +25,7 @@ from collections import deque
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from deltaflow.commands.status import COLUMNS, WINDOW_SECONDS, measure_backlog, summarize
+from deltaflow.commands.status import COLUMNS, WINDOW_SECONDS, event_rows, measure_backlog, summarize
 from deltaflow.observe.backlog import Backlog, BacklogProbe
 from deltaflow.observe.graph_record import flow_locations, layered, read_graph_record
 from deltaflow.observe.series import flow_series, quality_series
@@ -114,8 +114,6 @@ class Dashboard:
     def _refresh_events(self) -> None:
         from deltalake.exceptions import TableNotFoundError
 
-        from deltaflow.commands.tables import query_rows
-
         try:
             if self._log is None:
                 self._log = self.layout.open_table(self.layout.event_log)
@@ -126,11 +124,7 @@ class Dashboard:
         version = self._log.version()
         if version == self._version:
             return
-        present = {f.name for f in self._log.schema().fields}
-        found = query_rows(self._log, [c for c in _EVENT_COLUMNS if c in present],
-                           {"pipeline": self.spec.name})
-        self._rows = sorted(({c: r.get(c) for c in _EVENT_COLUMNS} for r in found),
-                            key=lambda r: r["end_time"])
+        self._rows = event_rows(self._log, self.spec.name, _EVENT_COLUMNS)
         self._version = version
 
     def _measure(self, rows: list[dict[str, Any]]) -> dict[str, Backlog]:

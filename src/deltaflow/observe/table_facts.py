@@ -70,7 +70,7 @@ class TableFacts:
     def quarantine(self, table: str) -> dict[str, Any] | None:
         """Rows of ``table``'s quarantine by reason, and the newest samples with their source position."""
         from deltaflow.commands.quarantine import quarantine_report
-        from deltaflow.views import source_position
+        from deltaflow.views import record_text, source_position
 
         cached = self._quarantines.get(table)
         if cached is not None and time.monotonic() - cached[0] < REFRESH_SECONDS:
@@ -87,6 +87,6 @@ class TableFacts:
                          key=lambda r: r["quarantined_at"], reverse=True)[:SAMPLES]
         found = {"rows": report.rows, "reasons": report.reasons, "samples": [
             {"reason": ", ".join(r["failed_expectations"] or ["(none)"]), "source": source_position(r),
-             "batch_id": r["batch_id"], "record": r["record"]} for r in samples]}
+             "batch_id": r["batch_id"], "record": record_text(r)} for r in samples]}
         self._quarantines[table] = (time.monotonic(), version, found)
         return found

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from deltaflow.errors import FlowError, LeaseError, first_line
+from deltaflow.faults import crash_point
 from deltaflow.resolve.resolver import Resolver
 from deltaflow.runtime.event_log import EventLog, end_event, event_log_listener
 from deltaflow.runtime.maintenance import Maintainer
@@ -198,6 +199,7 @@ class PipelineRun:
                 raise FlowError(f"full refresh of '{dataset}': flow '{flow.name}' failed: "
                                 f"{first_line(error)}", location=str(flow.location))
         rows = replace_rows(self.spark, spec, refresh.staging, self.layout.table(dataset))
+        crash_point(f"refresh_swapped:{dataset}")
         self.on_message(f"{dataset}: replaced with {rows:,} rebuilt rows")
 
     def _start_ready(self, stop: threading.Event) -> None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from deltaflow.faults import crash_point
 from deltaflow.sinks.conflicts import retry_conflicts
 from deltaflow.sinks.idempotent import flow_app_id, idempotent_writes
 
@@ -41,6 +42,7 @@ def start_foreach_batch(
             app_id.append(flow_app_id(layout, checkpoint))
         with idempotent_writes(batch.sparkSession, app_id[0], batch_id):
             retry_conflicts(lambda: handler(batch, batch_id), f"flow '{name}' batch {batch_id}")
+        crash_point(f"after_commit:{name}")
 
     writer = (df.writeStream.queryName(name).foreachBatch(on_batch)
               .option("checkpointLocation", checkpoint.path))

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from deltaflow.errors import SinkError
+from deltaflow.faults import crash_point
 from deltaflow.sinks.conflicts import retry_conflicts
 from deltaflow.sinks.idempotent import flow_app_id, idempotent_writes
 from deltaflow.sinks.incremental import IncrementalRefresh, window_predicate
@@ -82,7 +83,7 @@ class MaterializedView:
         if not self.inputs:
             self.refresh_all()
             return None
-        writer = (self._driver().writeStream.queryName(self.name).foreachBatch(self._on_batch)
+        writer = (self._driver().writeStream.queryName(self.name).foreachBatch(self._each_batch)
                   .option("checkpointLocation", self.checkpoint.path))
         return trigger.apply(writer).start()
 
@@ -113,6 +114,10 @@ class MaterializedView:
         for part in parts[1:]:
             driver = driver.unionByName(part)
         return driver
+
+    def _each_batch(self, batch: DataFrame, batch_id: int) -> None:
+        self._on_batch(batch, batch_id)
+        crash_point(f"after_commit:{self.name}")
 
     def _on_batch(self, batch: DataFrame, batch_id: int) -> None:
         from pyspark.sql import functions as F

@@ -4,8 +4,9 @@ A flow with quarantine rules writes each micro-batch twice, both in one idempote
 :mod:`deltaflow.sinks.foreach_batch`): the rows that passed to the table, and the others to
 ``<table>_quarantine`` with
 
-- ``record``: the raw record for rows ``dp.parse_json`` could not read (``record_bytes`` too when they were
-  not UTF-8), else the whole row as JSON, so nothing about it is lost;
+- ``record``: for rows from ``dp.parse_json``, the raw record as it came (``record_bytes`` too when it was
+  not UTF-8; null when the record was null, as a Kafka tombstone is), else the whole row as JSON, so
+  nothing about it is lost;
 - ``failed_expectations``: the names of the rules it failed;
 - ``topic`` / ``partition`` / ``offset`` or ``source_file``: where it came from, when the row carries them;
 - ``flow``, ``batch_id`` and ``quarantined_at``.
@@ -57,7 +58,8 @@ def split_writer(flow: str, path: str, quarantine: str, partition_cols: tuple[st
             position = [(F.col(c) if c in columns else F.lit(None)).cast(kind).alias(c)
                         for c, kind in _POSITION.items()]
             whole = F.to_json(F.struct(*columns))
-            record = F.coalesce(F.col(RAW), whole) if RAW in batch.columns else whole
+            # a record dp.parse_json read is kept as it came, and a null one (a tombstone) stays null
+            record = F.col(RAW) if RAW in batch.columns else whole
             raw_bytes = F.col(RAW_BYTES) if RAW_BYTES in batch.columns else F.lit(None).cast("binary")
             (failed.select(F.lit(flow).alias("flow"), F.lit(batch_id).cast("bigint").alias("batch_id"),
                            F.current_timestamp().alias("quarantined_at"),
