@@ -41,6 +41,18 @@ class FullRefresh:
         text = self.layout.fs.read_text(self.layout.refresh_record(self.dataset))
         return None if text is None else {str(k): int(v) for k, v in json.loads(text).items()}
 
+    def staging_lost(self, kind: str) -> bool:
+        """Whether a pending refresh of a streaming table lost its staging table after its flows wrote to it.
+
+        Its flows' checkpoints would go on from where they were, filling a new staging table with only what
+        comes after, so the refresh must start again, from new checkpoint generations.
+        """
+        pending = self.pending()
+        if kind != "table" or pending is None or self.layout.fs.exists(f"{self.staging}/_delta_log"):
+            return False
+        return any(self.layout.fs.list(self.layout.checkpoint(self.dataset, flow, generation).commits)
+                   for flow, generation in pending.items())
+
     def request(self, generations: dict[str, int]) -> None:
         """Record the refresh (atomically), then create the flows' new, empty checkpoint generations."""
         self.layout.fs.write_text(self.layout.refresh_record(self.dataset), json.dumps(generations))

@@ -32,6 +32,7 @@ from deltaflow.runtime.maintenance import Maintainer
 from deltaflow.runtime.refresh import FullRefresh
 from deltaflow.runtime.run_plan import RunPlan
 from deltaflow.runtime.stopping import stop_between_batches
+from deltaflow.runtime.table_check import check_table_log
 from deltaflow.runtime.triggers import Trigger
 from deltaflow.sinks.materialize import outdated
 from deltaflow.sinks.tables import ensure_table, replace_rows
@@ -104,7 +105,7 @@ class PipelineRun:
         self.flow_triggers = dict(flow_triggers or {})
         self.on_message = on_message or (lambda message: None)
         self.resolver = Resolver(graph, context)
-        self.writers = FlowWriters(self.resolver)
+        self.writers = FlowWriters(self.resolver, self.on_message)
         self.maintainer = Maintainer(self.resolver, self.on_message)
         self.queries: dict[str, StreamingQuery] = {}
         self.pending: list[str] = []
@@ -132,6 +133,10 @@ class PipelineRun:
         # the graph is resolved; resolving creates only tables that do not exist).
         self.leases.acquire(self._selected() if self.plan.refresh is None else ())
         finish_rewinds(self.spark, self.layout, self.on_message)
+        for dataset in (d for d, spec in self.graph.datasets.items() if spec.stored):
+            if self.layout.fs.exists(self.layout.delta_log(dataset)):
+                for repair in check_table_log(self.layout, dataset):
+                    self.on_message(repair)
         self.resolver.resolve()
         selected = self._selected()
         self.leases.acquire(selected)
@@ -164,7 +169,7 @@ class PipelineRun:
                    if d in self.resolver.downstream(names) and self.graph.datasets[d].runs]
         for dataset in ordered:
             refresh = FullRefresh(self.layout, dataset)
-            if refresh.pending() is None:
+            if refresh.pending() is None or refresh.staging_lost(self.resolver.kinds[dataset]):
                 refresh.request({f.name: self.layout.current_generation(dataset, f.name) + 1
                                  for f in self.graph.flows_into(dataset)})
         return ordered
@@ -338,7 +343,8 @@ class PipelineRun:
         self.event_log.close()
         if self.event_log.error is not None:
             self.on_message(f"warning: the event log ({self.event_log.path}) missed events: "
-                            f"{first_line(self.event_log.error)}")
+                            f"{first_line(self.event_log.error)}; the tables are not affected; status and "
+                            "ui miss this run (a damaged log: move its folder away, the next run starts one)")
 
     def stop(self, grace_seconds: float = 120.0) -> None:
         """Stop every query between batches (see :func:`~deltaflow.runtime.stopping.stop_between_batches`)."""

@@ -23,9 +23,11 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from deltaflow.expectations import table_schema
+from deltaflow.runtime.checkpoint_repair import repair_checkpoint
 from deltaflow.runtime.checkpoints import clear_interrupted_writes
 from deltaflow.sinks.append import start_append
 from deltaflow.sinks.cdc import AutoCdcWriter, tombstone_retention
@@ -48,26 +50,40 @@ class FlowWriters:
 
     Args:
         resolver: The resolved pipeline (its context holds the session and the storage layout).
+        on_message: Told about each checkpoint repaired.
 
     """
 
-    def __init__(self, resolver: Resolver) -> None:
+    def __init__(self, resolver: Resolver, on_message: Callable[[str], None] | None = None) -> None:
         self.resolver = resolver
+        self.on_message = on_message or (lambda message: None)
         self.layout = resolver.context.layout
         self.spark = resolver.context.spark
         self.views: dict[str, MaterializedView] = {}
 
-    def checkpoint(self, flow: Flow) -> FlowCheckpoint:
-        """The flow's current checkpoint, cleared of what a crash left half-written."""
+    def checkpoint(self, flow: Flow, table: str | None) -> FlowCheckpoint:
+        """The flow's current checkpoint, cleared of what a crash left half-written, repaired if safe.
+
+        Args:
+            flow: The flow.
+            table: The Delta table its batches write (None: a foreach-batch sink, writing who knows what).
+
+        Raises:
+            ConfigError: Damage that cannot be repaired safely (:mod:`deltaflow.runtime.checkpoint_repair`).
+
+        """
         checkpoint = self.layout.checkpoint(flow.target, flow.name)
         clear_interrupted_writes(self.layout.fs, checkpoint)
+        for repair in repair_checkpoint(self.layout, checkpoint, table):
+            self.on_message(repair)
         return checkpoint
 
     def view(self, dataset: str) -> MaterializedView:
         """The refresh of materialized view ``dataset``."""
         if dataset not in self.views:
             flow = self.resolver.graph.flows[dataset]
-            self.views[dataset] = MaterializedView(self.resolver, dataset, self.checkpoint(flow))
+            self.views[dataset] = MaterializedView(self.resolver, dataset,
+                                                   self.checkpoint(flow, self.layout.table(dataset)))
         return self.views[dataset]
 
     def start(self, flow: Flow, trigger: Trigger, into: str | None = None) -> StreamingQuery | None:
@@ -84,7 +100,7 @@ class FlowWriters:
         resolved = self.resolver.flows[flow.name]
         df, target = resolved.df, self.resolver.graph.datasets[flow.target]
         path = into or self.layout.table(flow.target)
-        checkpoint = self.checkpoint(flow)
+        checkpoint = self.checkpoint(flow, None if target.handler is not None else path)
 
         def each_batch(handler: BatchHandler) -> StreamingQuery:
             return start_foreach_batch(df, name=flow.name, handler=handler, layout=self.layout,

@@ -38,6 +38,9 @@ class FileSystem(Protocol):
     def read_text(self, path: str) -> str | None:
         """The file's text, or None when there is no such file."""
 
+    def read_bytes(self, path: str) -> bytes | None:
+        """The file's bytes, or None when there is no such file."""
+
     def write_text(self, path: str, text: str) -> None:
         """Write the file atomically (readers see the old content or the new, never a part), with parents."""
 
@@ -77,8 +80,12 @@ class LocalFileSystem:
     """:class:`FileSystem` on the local disk."""
 
     def read_text(self, path: str) -> str | None:  # noqa: D102
+        data = self.read_bytes(path)
+        return None if data is None else data.decode(errors="replace")
+
+    def read_bytes(self, path: str) -> bytes | None:  # noqa: D102
         try:
-            return Path(path).read_text()
+            return Path(path).read_bytes()
         except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
             return None
 

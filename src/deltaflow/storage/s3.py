@@ -118,12 +118,20 @@ class S3FileSystem:
         return found[0] if found else None
 
     def read_versioned(self, path: str) -> tuple[str, str] | None:  # noqa: D102
+        found = self._get(path)
+        return (found[0].decode(errors="replace"), found[1]) if found else None
+
+    def read_bytes(self, path: str) -> bytes | None:  # noqa: D102
+        found = self._get(path)
+        return found[0] if found else None
+
+    def _get(self, path: str) -> tuple[bytes, str] | None:
         bucket, key = split_uri(path)
         try:
             answer = self.client.get_object(Bucket=bucket, Key=key)
         except self.client.exceptions.NoSuchKey:
             return None
-        return answer["Body"].read().decode(), str(answer["ETag"])
+        return answer["Body"].read(), str(answer["ETag"])
 
     def write_text(self, path: str, text: str) -> None:  # noqa: D102
         bucket, key = split_uri(path)
