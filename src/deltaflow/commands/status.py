@@ -151,6 +151,23 @@ def summarize(rows: list[dict[str, Any]], now: datetime, backlog: Mapping[str, B
     return [flow_status(flow, events, now, measured.get(flow)) for flow, events in sorted(by_flow.items())]
 
 
+def quality_totals(batches: list[dict[str, Any]]) -> dict[str, int]:
+    """The data-quality counts of ``batches`` added up.
+
+    Each expectation's failed rows by its name, and ``_rows``, ``_dropped``, ``_quarantined``, ``_unparsed``.
+
+    Example:
+        >>> quality_totals([{"expectations": '{"_rows": 5, "positive": 1}'}, {"expectations": None}])
+        {'_rows': 5, 'positive': 1}
+
+    """
+    totals: dict[str, int] = {}
+    for batch in batches:
+        for name, count in json.loads(batch.get("expectations") or "{}").items():
+            totals[name] = totals.get(name, 0) + int(count)
+    return totals
+
+
 def window_rates(batches: list[dict[str, Any]], end: datetime, seconds: float = WINDOW_SECONDS,
                  ) -> tuple[float | None, float | None, float | None]:
     """Rows read per second, and per second spent in batches, over the ``seconds`` before ``end``.
@@ -202,7 +219,7 @@ def flow_status(flow: str, events: list[dict[str, Any]], now: datetime, backlog:
     queued = measured == "now" and kafka is not None and rate_in is not None and bool(recent) and \
         kafka > BEHIND_BATCHES * rate_in * max(fmean(recent) / 1000, 1.0)
     last_busy = busy[-1] if busy else None
-    counts = [json.loads(e["expectations"]) for e in batches if e["expectations"]]
+    quality = quality_totals(batches)
     return FlowStatus(
         flow=flow, state=state,
         last_batch=last_busy["batch_id"] if last_busy else None,
@@ -212,7 +229,6 @@ def flow_status(flow: str, events: list[dict[str, Any]], now: datetime, backlog:
         input_rows_per_second=rate_in, processed_rows_per_second=rate_done, rate_window_seconds=window,
         delta_versions_behind=versions, kafka_offsets_behind=kafka, backlog_measured=measured,
         falling_behind=state == "running" and (growing or queued),
-        dropped_rows=sum(c.get("_dropped", 0) for c in counts),
-        quarantined_rows=sum(c.get("_quarantined", 0) for c in counts),
+        dropped_rows=quality.get("_dropped", 0), quarantined_rows=quality.get("_quarantined", 0),
         error=last["error"] if last["kind"] == "failed" else None,
     )

@@ -25,7 +25,14 @@ from collections import deque
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from deltaflow.commands.status import COLUMNS, WINDOW_SECONDS, event_rows, measure_backlog, summarize
+from deltaflow.commands.status import (
+    COLUMNS,
+    WINDOW_SECONDS,
+    event_rows,
+    measure_backlog,
+    quality_totals,
+    summarize,
+)
 from deltaflow.observe.backlog import Backlog, BacklogProbe
 from deltaflow.observe.graph_record import flow_locations, layered, read_graph_record
 from deltaflow.observe.series import flow_series, quality_series
@@ -179,15 +186,13 @@ class Dashboard:
             checked = [r for r in rows if r.get("expectations")]
             if not checked:
                 continue
-            counts = [json.loads(r["expectations"]) for r in checked]
-            names = sorted({k for c in counts for k in c if not k.startswith("_")})
+            totals = quality_totals(checked)
             table = locations.get(flow, (flow, ""))[0]
             quality.append({
                 "table": table, "flow": flow,
-                "expectations": [{"name": n, "failed": sum(c.get(n, 0) for c in counts),
-                                  "rows": sum(c.get("_rows", 0) for c in counts)} for n in names],
-                "dropped": sum(c.get("_dropped", 0) for c in counts),
-                "quarantined": sum(c.get("_quarantined", 0) for c in counts),
+                "expectations": [{"name": n, "failed": count, "rows": totals.get("_rows", 0)}
+                                 for n, count in sorted(totals.items()) if not n.startswith("_")],
+                "dropped": totals.get("_dropped", 0), "quarantined": totals.get("_quarantined", 0),
                 "series": quality_series(checked), "quarantine": self.facts.quarantine(table),
             })
         return quality

@@ -29,9 +29,10 @@ Example:
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from typing import Any
+
+from deltaflow.commands.status import quality_totals
 
 STATES = ("running", "falling_behind", "completed", "stopped", "failed", "silent")
 
@@ -62,13 +63,14 @@ def families(state: dict[str, Any], events: list[dict[str, Any]]) -> Iterator[An
             per_flow.setdefault(row["flow"], []).append(row)
     for flow, logged in sorted(per_flow.items()):
         labels = [pipeline, flow]
-        counts = [json.loads(r["expectations"]) for r in logged if r.get("expectations")]
+        totals = quality_totals(logged)
         batches.add_metric(labels, len(logged))
         rows.add_metric(labels, sum(r["input_rows"] for r in logged))
-        dropped.add_metric(labels, sum(c.get("_dropped", 0) for c in counts))
-        quarantined.add_metric(labels, sum(c.get("_quarantined", 0) for c in counts))
-        for name in sorted({k for c in counts for k in c if not k.startswith("_")}):
-            failed.add_metric([*labels, name], sum(c.get(name, 0) for c in counts))
+        dropped.add_metric(labels, totals.get("_dropped", 0))
+        quarantined.add_metric(labels, totals.get("_quarantined", 0))
+        for name, count in sorted(totals.items()):
+            if not name.startswith("_"):
+                failed.add_metric([*labels, name], count)
         durations.add_metric(labels, len(logged), sum(r["duration_ms"] for r in logged) / 1000)
     yield from (batches, rows, dropped, quarantined, failed, durations)
 
