@@ -110,12 +110,32 @@ def first_line(exc: BaseException) -> str:
     trace = str(getattr(exc, "stackTrace", None) or getattr(exc, "_stackTrace", None) or "")
     if (python := _python_error(text + "\n" + trace)) is not None:
         return python[:300]
+    if (lost := _kafka_data_loss(text)) is not None:
+        return lost
     causes = [line.split("Caused by:", 1)[1] for line in (text + "\n" + trace).splitlines()
               if line.lstrip().startswith("Caused by:")]
     if causes:
         text = re.sub(r"^\s*[\w.$]+(Exception|Error): ", "", causes[-1])
     text = re.sub(r"\s*SQLSTATE: \w+", "", text).strip()
     return text.splitlines()[0][:300] if text else type(exc).__name__
+
+
+def _kafka_data_loss(text: str) -> str | None:
+    r"""Spark's Kafka data-loss error (several lines) as one line that says what to do.
+
+    Example:
+        >>> _kafka_data_loss("Some data may have been lost because they are not available in Kafka any "
+        ...     "more;\nReason: Partition t-0 offset was changed from 40 to 10.\n")[:63]
+        'Kafka records this flow had not read are gone: Partition t-0 of'
+
+    """
+    if "Some data may have been lost because they are not available in Kafka" not in text:
+        return None
+    reason = re.search(r"^Reason: (.+?)\.?$", text, re.MULTILINE)
+    why = reason.group(1) if reason else "offsets its checkpoint expects are missing"
+    return (f"Kafka records this flow had not read are gone: {why} (the topic was deleted and recreated, "
+            "or retention removed them); it stops rather than skip them: pass fail_on_data_loss=False to "
+            "dp.read_kafka to go on from what is there")
 
 
 def _python_error(text: str) -> str | None:
