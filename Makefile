@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 APT    := $(if $(filter 0,$(shell id -u)),,sudo) env DEBIAN_FRONTEND=noninteractive apt-get
 
-.PHONY: setup browser demo test test-fast test-long test-cluster lint typecheck bench clean
+.PHONY: setup browser demo test test-fast test-long test-cluster soak lint typecheck bench clean
 
 setup: $(STAMP)
 	$(BIN)/deltaflow setup
@@ -41,6 +41,10 @@ test-long: setup  # minutes of steady input with upkeep and a SIGKILL (not part 
 
 test-cluster: setup  # the examples on a standalone cluster (master + 2 workers, one SIGKILLed) with storage on S3 (~7 min)
 	$(BIN)/pytest -m cluster $(PYTEST_ARGS)
+
+SOAK_MINUTES ?= 30
+soak: setup  # clickstream + customers_cdc, continuous, SIGKILLs, upkeep; report in test-artifacts/soak.json
+	DELTAFLOW_SOAK_MINUTES=$(SOAK_MINUTES) $(BIN)/pytest -m soak -s $(PYTEST_ARGS)
 
 lint: setup
 	$(BIN)/ruff check src tests benchmarks examples
