@@ -38,10 +38,11 @@ from deltalake import DeltaTable
 from cdc_model import replay, scd1, scd2
 from helpers import cli, cli_env, kill_group
 
-pytestmark = pytest.mark.soak
+MINUTES = float(os.environ.get("DELTAFLOW_SOAK_MINUTES", "30"))
+# pytest's default timeout (15 minutes) is shorter than the soak: give it its length and 20 minutes more
+pytestmark = [pytest.mark.soak, pytest.mark.timeout(int(MINUTES * 60) + 1_200)]
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
-MINUTES = float(os.environ.get("DELTAFLOW_SOAK_MINUTES", "30"))
 CLICKS = int(os.environ.get("DELTAFLOW_SOAK_CLICKS", "2000"))
 CHANGES = int(os.environ.get("DELTAFLOW_SOAK_CHANGES", "200"))
 KILL_EVERY = max(30.0, min(240.0, MINUTES * 60 / 8))
