@@ -119,14 +119,15 @@ def pipeline_status(spec: Spec, layout: StorageLayout, now: datetime | None = No
     from deltaflow.observe.backlog import BacklogProbe
 
     rows = read_events(layout, spec.name)
+    moment = now or datetime.now(UTC)  # one moment for the states and the retention warnings
     own = probe or BacklogProbe(layout, spec.kafka)
     try:
-        flows = summarize(rows, now or datetime.now(UTC), measure_backlog(own, layout, rows))
+        flows = summarize(rows, moment, measure_backlog(own, layout, rows))
     finally:
         if probe is None:
             own.close()
     stopped = [f.flow for f in flows if f.state != "running"]
-    warnings = retention_warnings(layout, stopped, now or datetime.now(UTC)) if stopped else {}
+    warnings = retention_warnings(layout, stopped, moment) if stopped else {}
     return [replace(f, warnings=tuple(warnings.get(f.flow, ()))) for f in flows]
 
 
