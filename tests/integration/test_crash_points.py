@@ -8,10 +8,15 @@ Spark's checkpoint recorded the batch. A killed flow replays that batch at its n
 when it reads the flow, else the last run, in this process), with the files dropped since left for the
 batches after it; Delta must skip what it already holds. A clean run over the same files, never killed,
 gives the reference.
+
+Then upkeep is killed: a compaction while its Spark job writes (files no version names), another right
+after its commit (the flows reading the table not past it yet), a VACUUM between two tables. The runs after
+must skip the compaction's commit, never read an orphan file, and land every row once.
 """
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from datetime import datetime, timedelta
@@ -90,6 +95,39 @@ def project(tmp_path: Path, name: str) -> Project:
     return Project(tmp_path / name, DEFS.format(copies=str(copies)))
 
 
+def crash(project: Project, point: str, *argv: str) -> None:
+    """Run ``deltaflow ARGV`` in a process of its own with ``point`` armed; it must die there."""
+    run = subprocess.run([sys.executable, "-m", "deltaflow", *argv, "--spec", str(project.spec_path)],
+                         env={**cli_env(), "DELTAFLOW_CRASH_AT": point}, capture_output=True, text=True,
+                         timeout=600, start_new_session=True)
+    assert run.returncode == -9, f"{point}: {run.stderr[-3000:]}"
+    assert f"crash point {point} reached" in run.stderr
+
+
+def operations(project: Project, table: str) -> list[str]:
+    return [commit["operation"] for commit in DeltaTable(project.table(table)).history()]
+
+
+def on_disk(project: Project, table: str) -> set[str]:
+    """The data files in the table's folder."""
+    folder = Path(project.table(table))
+    return {str(p.relative_to(folder)) for p in folder.rglob("*.parquet") if "_delta_log" not in p.parts}
+
+
+def unnamed_files(project: Project, table: str) -> set[str]:
+    """Data files in the table's folder that no version of its log names (a killed writer's)."""
+    named: set[str] = set()
+    for commit in (Path(project.table(table)) / "_delta_log").glob("*.json"):
+        for line in commit.read_text().splitlines():
+            action = json.loads(line)
+            named.update(action[kind]["path"] for kind in ("add", "remove") if kind in action)
+    return on_disk(project, table) - named
+
+
+def current_files(project: Project, table: str) -> set[str]:
+    return set(DeltaTable(project.table(table)).files())
+
+
 def test_each_crash_point_recovers_to_a_clean_runs_tables(  # type: ignore[no-untyped-def]
         spark, tmp_path: Path, capsys) -> None:
     killed, clean = project(tmp_path, "killed"), project(tmp_path, "clean")
@@ -97,13 +135,8 @@ def test_each_crash_point_recovers_to_a_clean_runs_tables(  # type: ignore[no-un
         killed.drop(f"{round_no}.json", orders(round_no))
         clean.drop(f"{round_no}.json", orders(round_no))
         dataset = "copies" if flow == "to_copies" else flow
-        run = subprocess.run(  # only the flow to kill and those it reads: a shorter run to the point
-            [sys.executable, "-m", "deltaflow", "run", "--spec", str(killed.spec_path), "--available-now",
-             "--refresh", dataset],
-            env={**cli_env(), "DELTAFLOW_CRASH_AT": f"after_commit:{flow}"}, capture_output=True, text=True,
-            timeout=600, start_new_session=True)
-        assert run.returncode == -9, f"{flow}: {run.stderr[-3000:]}"
-        assert f"crash point after_commit:{flow} reached" in run.stderr
+        # only the flow to kill and those it reads: a shorter run to the point
+        crash(killed, f"after_commit:{flow}", "run", "--available-now", "--refresh", dataset)
         assert in_flight(killed.checkpoint(dataset, flow)), f"{flow}: its batch was recorded before the kill"
     final = cli(capsys, "run", "--spec", str(killed.spec_path), "--available-now")
     assert final.returncode == 0, final.stderr[-3000:]
@@ -118,14 +151,40 @@ def test_each_crash_point_recovers_to_a_clean_runs_tables(  # type: ignore[no-un
 
     # killed during a full refresh, right after the rebuilt rows replaced the table's: the next run, asked
     # nothing, finds the refresh's record and does it again
-    refresh = subprocess.run(
-        [sys.executable, "-m", "deltaflow", "run", "--spec", str(killed.spec_path), "--available-now",
-         "--full-refresh", "customers_history"],
-        env={**cli_env(), "DELTAFLOW_CRASH_AT": "refresh_swapped:customers_history"}, capture_output=True,
-        text=True, timeout=600, start_new_session=True)
-    assert refresh.returncode == -9, refresh.stderr[-3000:]
+    crash(killed, "refresh_swapped:customers_history", "run", "--available-now", "--full-refresh",
+          "customers_history")
     assert killed.layout.fs.exists(killed.layout.refresh_record("customers_history"))
     again = cli(capsys, "run", "--spec", str(killed.spec_path), "--available-now")
     assert again.returncode == 0 and "customers_history: full refresh" in again.stderr, again.stderr[-3000:]
     assert not killed.layout.fs.exists(killed.layout.refresh_record("customers_history"))
     assert rows(killed.table("customers_history")) == rows(clean.table("customers_history"))
+
+    # upkeep. A compaction killed while its job writes: no commit, perhaps files no version names.
+    crash(killed, "compacting:bronze", "optimize", "bronze")
+    assert "OPTIMIZE" not in operations(killed, "bronze")
+    orphans = unnamed_files(killed, "bronze")
+    # killed right after a compaction's commit, before any flow reading silver ran past it
+    crash(killed, "compacted:silver", "optimize", "silver")
+    assert operations(killed, "silver")[0] == "OPTIMIZE"
+    next_round = len(POINTS)
+    for each in (killed, clean):
+        each.drop(f"{next_round}.json", orders(next_round))
+        assert cli(capsys, "run", "--spec", str(each.spec_path), "--available-now").returncode == 0
+    # VACUUM killed between two tables (in the pipeline's order): bronze's files no version names and
+    # silver's compacted-away files are gone, customers, after them, still has its replaced files
+    crash(killed, "vacuumed:silver", "vacuum", "--retain", "0s", "--stopped")
+    assert on_disk(killed, "bronze") == current_files(killed, "bronze") and orphans.isdisjoint(
+        on_disk(killed, "bronze"))
+    assert on_disk(killed, "silver") == current_files(killed, "silver")
+    assert on_disk(killed, "customers") > current_files(killed, "customers")
+    vacuum = cli(capsys, "vacuum", "--spec", str(killed.spec_path), "--retain", "0s", "--stopped")
+    assert vacuum.returncode == 0, vacuum.stderr[-3000:]
+
+    last_round = next_round + 1
+    for each in (killed, clean):
+        each.drop(f"{last_round}.json", orders(last_round))
+        assert cli(capsys, "run", "--spec", str(each.spec_path), "--available-now").returncode == 0
+    for table in TABLES:
+        assert rows(killed.table(table)) == rows(clean.table(table)), table
+    every = {f"r{n}-{i}" for n in range(last_round + 1) for i in range(40)}
+    assert sorted(row["id"] for row in killed.rows("bronze")) == sorted(every)

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from deltaflow.errors import ConfigError, first_line
+from deltaflow.faults import crash_point, crash_while_jobs_run
 from deltaflow.graph import suggest
 from deltaflow.sinks.conflicts import retry_conflicts
 
@@ -62,7 +63,8 @@ def optimize_table(context: PipelineContext, table: str, zorder: Sequence[str] =
 
     def compact() -> dict[str, int]:
         chosen = builder.where(where) if where else builder
-        done = chosen.executeZOrderBy(*zorder) if zorder else chosen.executeCompaction()
+        with crash_while_jobs_run(f"compacting:{table}", context.spark):
+            done = chosen.executeZOrderBy(*zorder) if zorder else chosen.executeCompaction()
         row = done.select("metrics.numFilesAdded", "metrics.numFilesRemoved").first()
         assert row is not None  # one row per table optimized
         return dict(row.asDict())
@@ -72,5 +74,7 @@ def optimize_table(context: PipelineContext, table: str, zorder: Sequence[str] =
     except AnalysisException as exc:
         option = "--where" if where else "--zorder"
         raise ConfigError(f"optimize '{table}' {option}: {first_line(exc)}") from None
+    if metrics["numFilesRemoved"]:
+        crash_point(f"compacted:{table}")
     return OptimizeResult(table, int(metrics["numFilesRemoved"]), int(metrics["numFilesAdded"]),
                           tuple(zorder))

@@ -27,6 +27,7 @@ from deltaflow.commands.readers import stream_positions
 from deltaflow.commands.tables import open_table
 from deltaflow.durations import human, parse_duration
 from deltaflow.errors import ConfigError
+from deltaflow.faults import crash_point
 
 if TYPE_CHECKING:
     from deltaflow.resolve.resolver import Resolver
@@ -76,7 +77,10 @@ def vacuum_table(resolver: Resolver, table: str, retain: timedelta | None = None
         raise ConfigError(f"vacuum '{table}' keeping {human(retention)}: files of a batch being written now "
                           f"could go (under {human(MIN_RETENTION)})",
                           hint="stop the pipeline and pass --stopped, or keep more")
-    return VacuumResult(table, retention, _vacuum(resolver, table, retention, dry_run), dry_run)
+    deleted = _vacuum(resolver, table, retention, dry_run)
+    if deleted and not dry_run:
+        crash_point(f"vacuumed:{table}")
+    return VacuumResult(table, retention, deleted, dry_run)
 
 
 def _vacuum(resolver: Resolver, table: str, retention: timedelta, dry_run: bool) -> int:

@@ -364,9 +364,12 @@ def customer_changes(
                          tier=rng.choice(_TIERS), city=rng.choice(_CITIES))
         log.append(event)
     arrival = sorted(log, key=lambda e: e["seq"] + rng.uniform(-disorder, disorder))
-    for event in [e for e in log if rng.random() < duplicates]:
-        arrival.insert(rng.randrange(arrival.index(event), len(arrival) + 1), dict(event))
-    return arrival
+    # (position, copy?, event): a copy goes anywhere from its original's place to the end, after it
+    placed = [(float(i), False, e) for i, e in enumerate(arrival)]
+    placed += [(rng.uniform(i, len(arrival)), True, dict(e)) for i, e in enumerate(arrival)
+               if rng.random() < duplicates]
+    placed.sort(key=lambda p: p[:2])
+    return [event for _, _, event in placed]
 
 
 class CustomerChangeFeed:
