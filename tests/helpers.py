@@ -99,7 +99,9 @@ def cli_env() -> dict[str, str]:
     env.pop("PYSPARK_SUBMIT_ARGS", None)
     # These runs live seconds to a minute before their kill: a JVM that skips C2 compilation and uses the
     # serial collector does that short work in ~20 % less time on two cores (test_exactly_once: 192 -> 152 s).
-    env["JDK_JAVA_OPTIONS"] = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+    # C1 alone keeps its code in the non-tiered 48 MB code cache, which a run fills in about a minute
+    # (then "Out of space in CodeCache" fails a flow): reserve what tiered compilation would.
+    env["JDK_JAVA_OPTIONS"] = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -XX:ReservedCodeCacheSize=240m"
     return env
 
 

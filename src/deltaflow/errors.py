@@ -139,7 +139,17 @@ def _kafka_data_loss(text: str) -> str | None:
 
 
 def _python_error(text: str) -> str | None:
-    """The error a Python traceback inside a Spark error ends with (a foreachBatch function raised)."""
+    r"""The error a Python traceback inside a Spark error ends with (a foreachBatch function raised).
+
+    When that is py4j's "An error occurred while calling o823.execute", the Java error under it.
+
+    Example:
+        >>> _python_error("Traceback (most recent call last):\n  File \"x.py\"\npy4j.protocol.Py4JJavaError: "
+        ...               "An error occurred while calling o8.execute.\n: java.lang.VirtualMachineError: "
+        ...               "Out of space in CodeCache\n\tat java.base/x")
+        'VirtualMachineError: Out of space in CodeCache'
+
+    """
     if "Traceback (most recent call last):" not in text:
         return None
     python = text.rsplit("Traceback (most recent call last):", 1)[1].split("\n\tat ", 1)[0]
@@ -147,4 +157,6 @@ def _python_error(text: str) -> str | None:
     if not raised:
         return None
     name, message = raised[-1]
+    if name.endswith("Py4JJavaError") and (java := re.search(r"^: ([\w.$]+): (.+)$", python, re.MULTILINE)):
+        name, message = java.groups()
     return message if re.match(r"DF-[A-Z]+ ", message) else f"{name.rsplit('.', 1)[-1]}: {message}"

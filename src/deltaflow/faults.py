@@ -12,8 +12,6 @@ once, as a power cut would. The points:
 ``replay_applied:<table>``         a quarantine replay wrote its rows; its record is not cleared yet
 ``compacting:<table>``             a compaction's Spark job is writing the new files; its commit is not
                                    made (files on disk that no version of the table names)
-``compacted:<table>``              a compaction committed; the flows reading the table have not read
-                                   past it
 ``vacuumed:<table>``               VACUUM deleted a table's files; the tables after it are not vacuumed
 =================================  ======================================================================
 

@@ -274,7 +274,7 @@ class Pipeline:
 
     def tables(self) -> list[str]:
         """The names of the pipeline's stored datasets (its tables and materialized views)."""
-        return [n for n, d in self.graph.datasets.items() if d.runs]
+        return [n for n, d in self.graph.datasets.items() if d.stored]
 
     # -- reading (no JVM) ---------------------------------------------------------------------------------
 
@@ -282,7 +282,7 @@ class Pipeline:
         """Each flow's state, last batch, rates and backlog, from the event log."""
         from deltaflow.commands.status import pipeline_status
 
-        return pipeline_status(self.spec, self.storage())
+        return pipeline_status(self.spec, self.storage().read_once())
 
     def changes(self, table: str, start: int = 0, end: int | None = None) -> list[dict[str, Any]]:
         """``table``'s Change Data Feed rows between versions ``start`` and ``end`` (default: latest)."""

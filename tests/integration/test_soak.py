@@ -106,7 +106,8 @@ def test_soak(spark, kafka_bootstrap: str, tmp_path: Path, capsys, monkeypatch) 
     topic = f"changes-{uuid.uuid4().hex[:8]}"
     create_topic(kafka_bootstrap, "clicks", partitions=3)
     create_topic(kafka_bootstrap, topic, partitions=3)
-    base = {**cli_env(), "DELTAFLOW_KAFKA": kafka_bootstrap, "DELTAFLOW_TOPIC": topic}
+    # the JVM as users run it: cli_env's short-run tuning (C1 only, serial GC) is not for 30 minutes
+    base = {**cli_env(), "DELTAFLOW_KAFKA": kafka_bootstrap, "DELTAFLOW_TOPIC": topic, "JDK_JAVA_OPTIONS": ""}
     clicks = Pipeline("clickstream", tmp_path / "clicks", {**base, "DELTAFLOW_STORAGE": str(tmp_path / "c")})
     cdc = Pipeline("customers_cdc", tmp_path / "cdc", {**base, "DELTAFLOW_STORAGE": str(tmp_path / "d")})
     seconds = MINUTES * 60
@@ -188,12 +189,13 @@ def test_soak(spark, kafka_bootstrap: str, tmp_path: Path, capsys, monkeypatch) 
         "memory_mib": {name: [(round(t), round(kib / 1024)) for t, kib in samples]
                        for name, samples in memory.items()},
         "batch_ms_by_5min": {},
+        "failed_flows": [],
     }
     for storage, name in (("c", "clickstream"), ("d", "customers_cdc")):
         log = DeltaTable(str(tmp_path / storage / "_event_log")).to_pyarrow_table(
             columns=["flow", "kind", "end_time", "duration_ms", "error"]).to_pylist()
-        failed = [r["error"] for r in log if r["kind"] == "failed"]
-        assert not failed, failed
+        report["failed_flows"] += [f"{r['flow']} at {r['end_time']}: {r['error']}" for r in log
+                                   if r["kind"] == "failed"]
         first = min(r["end_time"] for r in log)
         buckets: dict[str, dict[int, list[int]]] = {}
         for r in log:
@@ -206,6 +208,7 @@ def test_soak(spark, kafka_bootstrap: str, tmp_path: Path, capsys, monkeypatch) 
     (ARTIFACTS / "soak.json").write_text(json.dumps(report, indent=1))
     print(json.dumps(report, indent=1))
 
+    assert not report["failed_flows"], report["failed_flows"]
     # nothing lost, nothing twice
     assert len(bronze) == len(positions) == produced_clicks
     assert len(silver) == len({r["event_id"] for r in silver})

@@ -59,3 +59,19 @@ def test_records_are_written_whole(tmp_path: Path) -> None:
     assert fs.list(str(tmp_path / "a")) == ["record.json"]  # no temp file left beside it
     fs.delete(target)
     assert fs.read_text(target) is None and fs.list(str(tmp_path / "missing")) == []
+
+
+def test_a_read_once_view_answers_each_read_once_until_it_writes(tmp_path: Path) -> None:
+    layout = StorageLayout(str(tmp_path))
+    view = layout.read_once()
+    layout.fs.write_text(layout.lease("a"), "1")
+    assert view.fs.list(f"{layout.root}/_leases") == ["a.json"]
+    assert view.fs.read_text(layout.lease("a")) == "1"
+    layout.fs.write_text(layout.lease("b"), "2")  # behind the view's back: it keeps its moment
+    layout.fs.write_text(layout.lease("a"), "3")
+    assert view.fs.list(f"{layout.root}/_leases") == ["a.json"]
+    assert view.fs.read_text(layout.lease("a")) == "1"
+    view.fs.delete(layout.lease("b"))  # its own write: it reads again
+    assert view.fs.list(f"{layout.root}/_leases") == ["a.json"]
+    assert view.fs.read_text(layout.lease("a")) == "3"
+    assert view.table("x") == layout.table("x") and layout.fs.read_text(layout.lease("a")) == "3"

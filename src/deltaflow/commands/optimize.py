@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from deltaflow.errors import ConfigError, first_line
-from deltaflow.faults import crash_point, crash_while_jobs_run
+from deltaflow.faults import crash_while_jobs_run
 from deltaflow.graph import suggest
 from deltaflow.sinks.conflicts import retry_conflicts
 
@@ -74,7 +74,5 @@ def optimize_table(context: PipelineContext, table: str, zorder: Sequence[str] =
     except AnalysisException as exc:
         option = "--where" if where else "--zorder"
         raise ConfigError(f"optimize '{table}' {option}: {first_line(exc)}") from None
-    if metrics["numFilesRemoved"]:
-        crash_point(f"compacted:{table}")
     return OptimizeResult(table, int(metrics["numFilesRemoved"]), int(metrics["numFilesAdded"]),
                           tuple(zorder))

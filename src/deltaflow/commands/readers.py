@@ -71,9 +71,30 @@ def stream_positions(layout: StorageLayout, tables: Mapping[str, DeltaTable],
             continue
         for table_id, version in checkpoint_offsets(layout, checkpoint).items():
             if (name := names.get(table_id)) is not None:
-                positions[name].append(StreamPosition(checkpoint.flow, checkpoint.dataset, name, version,
-                                                      commit_time(layout, name, version)))
+                needed, committed_at = first_file_change(layout, name, version, tables[name].version())
+                positions[name].append(StreamPosition(checkpoint.flow, checkpoint.dataset, name, needed,
+                                                      committed_at))
     return {name: sorted(found, key=lambda p: p.version) for name, found in positions.items()}
+
+
+def first_file_change(layout: StorageLayout, table: str, version: int, latest: int,
+                      ) -> tuple[int, datetime | None]:
+    """The first version of ``table`` from ``version`` on that adds or removes a file, and its commit time.
+
+    A reader at ``version`` needs no file of the versions before that one: they change no file (VACUUM's
+    own commits, a property change), so every file the reader needs is added or removed at it or later.
+    ``(latest + 1, None)`` when no version up to ``latest`` changes a file (the reader needs nothing yet);
+    ``(v, None)`` when the log no longer holds version ``v``.
+    """
+    for at in range(version, latest + 1):
+        text = layout.fs.read_text(layout.commit_file(table, at))
+        if text is None:
+            return at, None
+        actions = [json.loads(line) for line in text.splitlines() if line.strip()]
+        if any(kind in action for action in actions for kind in ("add", "remove", "cdc")):
+            info = next((a["commitInfo"] for a in actions if "timestamp" in a.get("commitInfo", {})), None)
+            return at, datetime.fromtimestamp(int(info["timestamp"]) / 1000, UTC) if info else None
+    return latest + 1, None
 
 
 def checkpoint_position(layout: StorageLayout, checkpoint: FlowCheckpoint, table_id: str,

@@ -70,7 +70,7 @@ class Maintainer:
 
     def tables(self) -> list[str]:
         """The tables the run writes (stored datasets), upstream first."""
-        return [d for d in self.resolver.order() if self.resolver.graph.datasets[d].runs]
+        return [d for d in self.resolver.order() if self.resolver.graph.datasets[d].stored]
 
     def written(self, table: str) -> None:
         """One micro-batch was committed to ``table``."""

@@ -21,15 +21,17 @@ import hashlib
 import os
 import shutil
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from deltaflow.errors import ConfigError
 
 if TYPE_CHECKING:
     from deltaflow.spec import S3Spec
+
+T = TypeVar("T")
 
 
 class FileSystem(Protocol):
@@ -130,6 +132,73 @@ class LocalFileSystem:
 
     def delete_tree(self, path: str) -> None:  # noqa: D102
         shutil.rmtree(path, ignore_errors=True)
+
+
+class ReadOnce:
+    """A :class:`FileSystem` over another that makes each read once: one moment's view of the storage.
+
+    For a reader that asks the same folder or file from several places (``status`` lists every checkpoint
+    for the backlog and again for the retention warnings): on object storage each ask is a request. Writes
+    go through and forget what was read.
+
+    Example:
+        >>> fs = ReadOnce(LocalFileSystem())
+        >>> fs.list("/nonexistent") == fs.list("/nonexistent") == []  # asked the disk once
+        True
+
+    """
+
+    def __init__(self, inner: FileSystem) -> None:
+        self.inner = inner
+        self._read: dict[tuple[str, str], object] = {}
+
+    def _once(self, kind: str, path: str, read: Callable[[str], T]) -> T:
+        key = (kind, path)
+        if key not in self._read:
+            self._read[key] = read(path)
+        return self._read[key]  # type: ignore[return-value]
+
+    def read_text(self, path: str) -> str | None:  # noqa: D102
+        return self._once("text", path, self.inner.read_text)
+
+    def read_bytes(self, path: str) -> bytes | None:  # noqa: D102
+        return self._once("bytes", path, self.inner.read_bytes)
+
+    def read_versioned(self, path: str) -> tuple[str, str] | None:  # noqa: D102
+        return self._once("versioned", path, self.inner.read_versioned)
+
+    def list(self, path: str) -> list[str]:  # noqa: D102
+        return list(self._once("list", path, self.inner.list))
+
+    def is_dir(self, path: str) -> bool:  # noqa: D102
+        return self._once("is_dir", path, self.inner.is_dir)
+
+    def exists(self, path: str) -> bool:  # noqa: D102
+        return self._once("exists", path, self.inner.exists)
+
+    def write_text(self, path: str, text: str) -> None:  # noqa: D102
+        self._read.clear()
+        self.inner.write_text(path, text)
+
+    def write_if(self, path: str, text: str, token: str | None) -> str | None:  # noqa: D102
+        self._read.clear()
+        return self.inner.write_if(path, text, token)
+
+    def copy(self, source: str, target: str) -> None:  # noqa: D102
+        self._read.clear()
+        self.inner.copy(source, target)
+
+    def make_dirs(self, path: str) -> None:  # noqa: D102
+        self._read.clear()
+        self.inner.make_dirs(path)
+
+    def delete(self, path: str) -> None:  # noqa: D102
+        self._read.clear()
+        self.inner.delete(path)
+
+    def delete_tree(self, path: str) -> None:  # noqa: D102
+        self._read.clear()
+        self.inner.delete_tree(path)
 
 
 @contextmanager

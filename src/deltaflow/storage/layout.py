@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING
 
-from deltaflow.storage.fs import FileSystem, filesystem_for, local_path
+from deltaflow.storage.fs import FileSystem, ReadOnce, filesystem_for, local_path
 
 if TYPE_CHECKING:
     from deltalake import DeltaTable
@@ -124,6 +124,15 @@ class StorageLayout:
     def fs(self) -> FileSystem:
         """The filesystem the layout's records and checkpoint folders go through."""
         return filesystem_for(self.root, self.s3)
+
+    def read_once(self) -> StorageLayout:
+        """The same layout, over a filesystem that reads each thing once (:class:`.ReadOnce`).
+
+        For one reader's moment (a ``status`` call): on object storage every repeated ask is a request.
+        """
+        view = StorageLayout(self.root, self.s3)
+        view.__dict__["fs"] = ReadOnce(self.fs)  # the cached_property's slot: frozen, but not to it
+        return view
 
     @property
     def storage_options(self) -> dict[str, str]:
