@@ -4,7 +4,7 @@ One set of keys (:class:`~deltaflow.spec.S3Spec`) reaches the three clients that
 
 * Spark, through Hadoop's S3A connector (:func:`hadoop_conf`, ``spark.hadoop.fs.s3a.*``);
 * ``deltalake``, the JVM-free reader of the tables (:func:`delta_options`);
-* boto3, for the files deltaflow keeps beside the tables (:class:`S3FileSystem`).
+* botocore, for the files deltaflow keeps beside the tables (:class:`S3FileSystem`).
 
 Example:
     >>> from deltaflow.spec import S3Spec
@@ -77,14 +77,16 @@ def delta_options(s3: S3Spec | None) -> dict[str, str]:
 
 
 def _client(s3: S3Spec | None) -> Any:
-    import boto3
+    # botocore's own client (what boto3.client returns): boto3 would import s3transfer too, which the JVM-free
+    # reads (status, history) pay on every start and never use
     from botocore.config import Config
+    from botocore.session import get_session
 
     s3 = s3 or _default_spec()
     config = Config(connect_timeout=3, read_timeout=20, retries={"max_attempts": 3, "mode": "standard"},
                     s3={"addressing_style": "path" if s3.path_style else "auto"})
-    return boto3.client("s3", endpoint_url=s3.endpoint, region_name=s3.region, config=config,
-                        aws_access_key_id=s3.access_key, aws_secret_access_key=s3.secret_key)
+    return get_session().create_client("s3", endpoint_url=s3.endpoint, region_name=s3.region, config=config,
+                                       aws_access_key_id=s3.access_key, aws_secret_access_key=s3.secret_key)
 
 
 def _default_spec() -> S3Spec:
@@ -94,7 +96,7 @@ def _default_spec() -> S3Spec:
 
 
 class S3FileSystem:
-    """:class:`~deltaflow.storage.fs.FileSystem` on S3 (boto3): records, checkpoint folders, leases.
+    """:class:`~deltaflow.storage.fs.FileSystem` on S3 (botocore): records, checkpoint folders, leases.
 
     S3 has no folders: a folder is the prefix its files share (an empty one, a ``dir/`` marker). A PUT is
     atomic (readers see the old object or the new), and a conditional PUT (``If-None-Match`` /
@@ -110,7 +112,7 @@ class S3FileSystem:
 
     @functools.cached_property
     def client(self) -> Any:
-        """The boto3 client (made on first use: importing boto3 takes a moment)."""
+        """The botocore client (made on first use: importing botocore takes a moment)."""
         return _client(self.s3)
 
     def read_text(self, path: str) -> str | None:  # noqa: D102
