@@ -205,7 +205,7 @@ def graph(
 def status(spec: SpecOption = None, as_json: Annotated[bool, typer.Option(
         "--json", help="One JSON object per flow.")] = False) -> None:
     """Each flow's state, last batch, rows/s in vs processed and backlog, from the event log (no Spark)."""
-    from deltaflow.views import status_table
+    from deltaflow.views import status_notes, status_table
 
     flows = load(spec).status()
     if as_json:
@@ -213,6 +213,9 @@ def status(spec: SpecOption = None, as_json: Annotated[bool, typer.Option(
             say(json.dumps(flow.as_json()))
         return
     out.print(status_table(flows))
+    for flow in flows:
+        if note := status_notes(flow):
+            out.print(f"{flow.flow}: {note}", soft_wrap=True)
 
 
 @app.command()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from rich import box
 from rich.table import Table
 
 if TYPE_CHECKING:
@@ -34,29 +35,41 @@ def age(seconds: float | None) -> str:
 
 
 def _backlog(flow: FlowStatus) -> str:
-    versions, offsets = flow.delta_versions_behind, flow.kafka_offsets_behind
-    parts = ([f"{offsets:,} Kafka offsets"] if offsets is not None else []) + (
-        [f"{versions:,} Delta versions"] if versions is not None else [])
+    behind = ((flow.kafka_offsets_behind, "offset"), (flow.delta_versions_behind, "version"))
+    parts = [f"{n:,} {unit}{'' if n == 1 else 's'}" for n, unit in behind if n is not None]
     if not parts:
         return "-"
-    return ", ".join(parts) + (" (now)" if flow.backlog_measured == "now" else " (at last batch)")
+    return ", ".join(parts) + (" now" if flow.backlog_measured == "now" else " at batch")
+
+
+def status_notes(flow: FlowStatus) -> str:
+    """What needs a look in ``flow``: falling behind, rows set aside, its error, warnings ('' if nothing)."""
+    behind = "falling behind: busy all the time with a backlog" if flow.falling_behind else ""
+    quality = ", ".join(f"{n:,} {what}" for n, what in ((flow.quarantined_rows, "quarantined"),
+                                                          (flow.dropped_rows, "dropped")) if n)
+    return "; ".join(p for p in (behind, quality, flow.error or "", *flow.warnings) if p)
 
 
 def status_table(flows: list[FlowStatus]) -> Table:
-    """One row per flow: state, last batch and its age, rates and their window, backlog, what needs a look."""
-    view = Table("flow", "state", "last batch", "rows", "rows/s in", "rows/s processed", "over", "backlog",
-                 "note", title_justify="left")
+    """One row per flow: state, last batch and its age, rows, rates in and out, backlog.
+
+    Fits an 80-column terminal: the flow, its state and its figures are never cut (the last batch and the
+    backlog wrap); what needs a look (errors, warnings, rows set aside) is :func:`status_notes`, printed
+    below, and the rates' window is the caption.
+    """
+    windows = sorted({round(f.rate_window_seconds) for f in flows if f.rate_window_seconds is not None})
+    span = "-".join(f"{w:,}" for w in dict.fromkeys(windows[:1] + windows[-1:]))  # "60", or "45-60"
+    view = Table(box=box.SIMPLE_HEAD, show_edge=False, padding=(0, 1, 0, 0), caption_justify="left",
+                 caption=f"rows/s over the last {span} s of each flow's batches" if span else None)
+    for header in ("flow", "state", "last batch", "rows", "in/s", "out/s", "backlog"):
+        wraps = header in ("last batch", "backlog")
+        view.add_column(header, no_wrap=not wraps, overflow="fold" if wraps else "ellipsis",
+                        justify="right" if header in ("rows", "in/s", "out/s") else "left")
     for flow in flows:
         rates = [f"{r:,.0f}" if r is not None else "-"
                  for r in (flow.input_rows_per_second, flow.processed_rows_per_second)]
-        window = f"{flow.rate_window_seconds:,.0f} s" if flow.rate_window_seconds is not None else "-"
-        quality = ", ".join(f"{n:,} {what}" for n, what in ((flow.quarantined_rows, "quarantined"),
-                                                              (flow.dropped_rows, "dropped")) if n)
-        behind = "falling behind: busy all the time with a backlog" if flow.falling_behind else ""
-        note = "; ".join(p for p in (behind, quality, flow.error or "", *flow.warnings) if p)
         batch = "-" if flow.last_batch is None else f"{flow.last_batch} ({age(flow.age_seconds)})"
-        view.add_row(flow.flow, flow.state, batch, f"{flow.rows_total:,}", *rates, window, _backlog(flow),
-                     note)
+        view.add_row(flow.flow, flow.state, batch, f"{flow.rows_total:,}", *rates, _backlog(flow))
     return view
 
 

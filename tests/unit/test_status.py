@@ -76,3 +76,24 @@ def test_states_from_the_last_event() -> None:
     assert (flow_status("f", ended, NOW).state, flow_status("f", ended, NOW).error) == ("failed", "boom")
     assert flow_status("f", [batch(0, ago=600)], NOW).state == "silent"
     assert not flow_status("f", [batch(i, ago=600 - i) for i in range(5)], NOW).falling_behind
+
+
+def test_the_table_fits_an_80_column_terminal_and_what_needs_a_look_is_below_it_whole() -> None:
+    from rich.console import Console
+
+    from deltaflow.views import status_notes, status_table
+
+    kafka = [batch(i, rows=123_456, behind=1_200) for i in range(5)]
+    error = "PythonException: ValueError: negative n, at transformations/defs.py:21 in the batch function"
+    failed = {**batch(5), "kind": "failed", "batch_id": None, "error": error}
+    flows = [flow_status("bronze_clicks_from_kafka", kafka, NOW),
+             flow_status("silver", [*kafka, failed], NOW)]
+    console = Console(width=80, record=True)
+    console.print(status_table(flows))
+    lines = console.export_text().splitlines()
+    assert all(len(line.rstrip()) <= 80 for line in lines)
+    assert any(line.startswith("bronze_clicks_from_kafka  running ") for line in lines), lines
+    assert any(line.startswith("silver  ") and " failed " in line and " 617,280 " in line for line in lines)
+    assert "…" not in "".join(lines)  # nothing cut: long cells wrap instead
+    assert status_notes(flows[0]) == "15 quarantined, 10 dropped"
+    assert status_notes(flows[1]) == f"15 quarantined, 10 dropped; {error}"
