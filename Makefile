@@ -39,7 +39,7 @@ test-fast: setup
 test-long: setup  # minutes of steady input with upkeep and a SIGKILL (not part of `make test`)
 	$(BIN)/pytest -m long $(PYTEST_ARGS)
 
-test-cluster: setup  # the examples on a standalone cluster (master + 2 workers, one SIGKILLed) with storage on S3 (~7 min)
+test-cluster: setup  # only the examples on a standalone cluster (master + 2 workers, one SIGKILLed), storage on S3 (~3 min; part of `make test`)
 	$(BIN)/pytest -m cluster $(PYTEST_ARGS)
 
 SOAK_MINUTES ?= 30
