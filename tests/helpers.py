@@ -92,16 +92,21 @@ class Project:
         return self.pipeline(spark).run(mode)  # type: ignore[arg-type]
 
 
+#: The JVM options of the tests' short-lived JVMs (`deltaflow` subprocesses, the cluster's processes). They
+#: live seconds to a minute: a JVM that skips C2 compilation and uses the serial collector does that short
+#: work in ~20 % less time on two cores (test_exactly_once: 192 -> 152 s). C1 alone keeps its code in the
+#: non-tiered 48 MB code cache, which a run fills in about a minute (then "Out of space in CodeCache" fails
+#: a flow): reserve what tiered compilation would. The session's own JVM keeps the defaults (C1 only made
+#: the Spark tier 16 % slower: 376 -> 436 s).
+SHORT_RUN_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -XX:ReservedCodeCacheSize=240m"
+
+
 def cli_env() -> dict[str, str]:
     """Environment for `deltaflow` subprocesses (killed or signalled): this venv first on PATH."""
     env = dict(os.environ)
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     env.pop("PYSPARK_SUBMIT_ARGS", None)
-    # These runs live seconds to a minute before their kill: a JVM that skips C2 compilation and uses the
-    # serial collector does that short work in ~20 % less time on two cores (test_exactly_once: 192 -> 152 s).
-    # C1 alone keeps its code in the non-tiered 48 MB code cache, which a run fills in about a minute
-    # (then "Out of space in CodeCache" fails a flow): reserve what tiered compilation would.
-    env["JDK_JAVA_OPTIONS"] = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -XX:ReservedCodeCacheSize=240m"
+    env["JDK_JAVA_OPTIONS"] = SHORT_RUN_JVM
     return env
 
 

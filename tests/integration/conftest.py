@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from helpers import free_port, mark_tier
+from helpers import SHORT_RUN_JVM, free_port, mark_tier
 
 if TYPE_CHECKING:
     from deltaflow.dev.spark_cluster import LocalSparkCluster
@@ -72,7 +72,8 @@ def spark_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalSpa
     from deltaflow.dev.spark_cluster import LocalSparkCluster
 
     cluster = LocalSparkCluster(port=free_port(), workers=2, cores=1, memory="2g",
-                                state_dir=tmp_path_factory.mktemp("cluster"), ui_port=free_port())
+                                state_dir=tmp_path_factory.mktemp("cluster"), ui_port=free_port(),
+                                java_options=SHORT_RUN_JVM)
     cluster.start()
     yield cluster
     cluster.stop()

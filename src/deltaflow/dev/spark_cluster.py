@@ -54,12 +54,16 @@ class LocalSparkCluster:
         cores: Cores each worker offers.
         memory: Memory each worker offers (executors take 1g each by default).
         state_dir: Pid files, logs and the workers' work folders (default ``$DELTAFLOW_HOME/cluster``).
+        java_options: ``JDK_JAVA_OPTIONS`` of the master, the workers and the executors they start
+            (default: the caller's environment).
 
     """
 
     def __init__(self, port: int = DEFAULT_PORT, workers: int = 2, cores: int = 1, memory: str = "2g",
-                 state_dir: Path | None = None, ui_port: int | None = None) -> None:
+                 state_dir: Path | None = None, ui_port: int | None = None, java_options: str | None = None
+                 ) -> None:
         self.port, self.workers, self.cores, self.memory = port, workers, cores, memory
+        self.java_options = java_options
         self.ui_port = ui_port or port + 1
         self.state_dir = (state_dir or home() / "cluster") / str(port)
         self.master = f"spark://{HOST}:{port}"
@@ -93,6 +97,8 @@ class LocalSparkCluster:
                "PYSPARK_PYTHON": sys.executable, "SPARK_LOG_DIR": str(self.state_dir),
                # No REST submission server: it takes a fixed port (6066) that a second cluster would want.
                "SPARK_MASTER_OPTS": "-Dspark.master.rest.enabled=false"}
+        if self.java_options is not None:  # executors inherit their worker's environment
+            env["JDK_JAVA_OPTIONS"] = self.java_options
         with open(self.state_dir / f"{name}.log", "wb") as log:
             proc = subprocess.Popen([str(spark_home / "bin" / "spark-class"), *args], stdout=log,
                                     stderr=subprocess.STDOUT, env=env, start_new_session=True)
