@@ -215,7 +215,7 @@ def status(spec: SpecOption = None, as_json: Annotated[bool, typer.Option(
     out.print(status_table(flows))
     for flow in flows:
         if note := status_notes(flow):
-            out.print(f"{flow.flow}: {note}", soft_wrap=True)
+            say(f"{flow.flow}: {note}")  # as it is: Spark's errors have [BRACKETS] rich would take as markup
 
 
 @app.command()
