@@ -129,10 +129,11 @@ class LocalS3:
     @staticmethod
     def create_buckets_at(endpoint: str, buckets: Iterable[str]) -> None:
         """Create each of ``buckets`` that does not exist on the server at ``endpoint``."""
-        import boto3
+        from deltaflow.spec import S3Spec
+        from deltaflow.storage.s3 import S3FileSystem
 
-        client = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1",
-                              aws_access_key_id=ACCESS_KEY, aws_secret_access_key=SECRET_KEY)
+        client = S3FileSystem(S3Spec(endpoint=endpoint, access_key=ACCESS_KEY, secret_key=SECRET_KEY,
+                                     path_style=True)).client
         existing = {b["Name"] for b in client.list_buckets().get("Buckets", [])}
         for bucket in set(buckets) - existing:
             client.create_bucket(Bucket=bucket)
