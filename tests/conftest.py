@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from helpers import Project
+from helpers import TEST_SPARK_CONF, Project
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -21,11 +21,14 @@ if TYPE_CHECKING:
 
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
-    from deltaflow.runtime.session import build_session
+    from deltaflow.runtime.session import build_session, driver_java_options
 
     warehouse = tmp_path_factory.mktemp("warehouse")
+    # the parallel collector: a long-lived JVM's throughput, without G1's concurrent threads on two cores
+    jvm = f"{driver_java_options()} -XX:+UseParallelGC"
     session = build_session(extra={"spark.sql.warehouse.dir": str(warehouse),
-                                   "spark.sql.shuffle.partitions": "2"})
+                                   "spark.sql.shuffle.partitions": "2", "spark.driver.extraJavaOptions": jvm,
+                                   **TEST_SPARK_CONF})
     yield session
     session.stop()
 

@@ -30,6 +30,9 @@ def table_changes(layout: StorageLayout, table: str, start: int,
                   end: int | None = None) -> list[dict[str, Any]]:
     """The change rows of ``table`` from version ``start`` to ``end`` (default: the latest), in commit order.
 
+    Within a commit: deletes, update pre- and post-images, inserts, each kind ordered by the row's values, so
+    the same range reads the same however the commit's rows are spread over files.
+
     Raises:
         ConfigError: The table does not exist, does not record its changes, or the versions are out of range.
 
@@ -53,7 +56,12 @@ def table_changes(layout: StorageLayout, table: str, start: int,
         raise ConfigError(f"cannot read the changes of '{table}': {exc}") from None
     ordered = [{**{c: row[c] for c in CHANGE_COLUMNS}, **{k: v for k, v in row.items()
                                                           if k not in CHANGE_COLUMNS}} for row in rows]
-    return sorted(ordered, key=lambda r: (r["_commit_version"], _CHANGE_ORDER.get(r["_change_type"], 4)))
+    return sorted(ordered, key=_change_order)
+
+
+def _change_order(row: dict[str, Any]) -> tuple[int, int, str]:
+    values = [v for k, v in row.items() if k not in CHANGE_COLUMNS]
+    return row["_commit_version"], _CHANGE_ORDER.get(row["_change_type"], 4), json.dumps(values, default=str)
 
 
 _CHANGE_ORDER = {"delete": 0, "update_preimage": 1, "update_postimage": 2, "insert": 3}
