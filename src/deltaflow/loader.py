@@ -12,6 +12,8 @@ Example:
 
 from __future__ import annotations
 
+import hashlib
+import json
 import runpy
 import traceback
 from collections.abc import Callable
@@ -39,6 +41,26 @@ def definition_files(spec: Spec) -> list[Path]:
                              location=str(spec.path))
         files.extend(p for p in matched if p not in files)
     return files
+
+
+def definitions_fingerprint(spec: Spec) -> str:
+    """A digest of what a run's graph is built from: deltaflow's version, the spec, every definition file.
+
+    Secret values are left out (``Spec.redacted``). A module the definition files import is not in it.
+
+    Example:
+        >>> definitions_fingerprint(spec)  # doctest: +SKIP
+        '5be0c1...'
+
+    """
+    from deltaflow import __version__
+
+    digest = hashlib.sha256(__version__.encode())
+    digest.update(json.dumps(spec.redacted(), sort_keys=True, default=str).encode())
+    for path in definition_files(spec):
+        digest.update(f"\0{path}\0".encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
 
 
 def load_graph(spec: Spec, start_spark: Callable[[], object] | None = None) -> PipelineGraph:

@@ -195,7 +195,7 @@ class Pipeline:
         except BaseException:
             run.abort()
             raise
-        write_graph_record(self.layout, run.resolver, self.name, trigger.describe())
+        write_graph_record(self.layout, run.resolver, self.name, trigger.describe(), self.fingerprint())
         return run
 
     def run(self, mode: TriggerMode | None = None, interval: str | None = None, *,
@@ -208,8 +208,54 @@ class Pipeline:
             FlowError: One or more flows failed, naming each with its definition's file:line and cause.
 
         """
+        quiet = self.nothing_new(mode, options.get("plan"))
+        if quiet is not None:
+            (options.get("on_message") or (lambda message: None))(
+                "nothing new since the last run: no flow started, Spark not started")
+            return quiet
         run = self.start(mode, interval, **options)
         return run.finish(stop or threading.Event())
+
+    def fingerprint(self) -> str:
+        """The digest of the spec and the definition files (see ``loader.definitions_fingerprint``)."""
+        from deltaflow.loader import definitions_fingerprint
+
+        return definitions_fingerprint(self.spec)
+
+    def nothing_new(self, mode: TriggerMode | None = None, plan: RunPlan | None = None,
+                    ) -> list[FlowOutcome] | None:
+        """Each flow's outcome if a run would find nothing new (checked without a JVM), else None.
+
+        Only a run whose flows all stop by themselves, with nothing to rebuild, can end this way; the tables'
+        leases are taken and given back, as a run's are (see :mod:`deltaflow.runtime.nothing_new`).
+        """
+        from deltaflow.runtime.event_log import EventLog, end_event
+        from deltaflow.runtime.nothing_new import reason_to_start
+        from deltaflow.runtime.run_plan import RunPlan
+        from deltaflow.runtime.runner import FlowOutcome
+        from deltaflow.runtime.triggers import flow_triggers
+        from deltaflow.storage.lease import TableLeases, lease_ttl
+
+        trigger, graph = self.trigger(mode), self.graph
+        triggers = flow_triggers(self.spec, graph.flows, trigger, mode_given=bool(mode))
+        flows = [f for f in graph.flows.values() if graph.datasets[f.target].runs]
+        if (plan or RunPlan()) != RunPlan() or not all(triggers.get(f.name, trigger).stops_by_itself
+                                                       for f in flows):
+            return None
+        self.storage()
+        log = EventLog(self.layout.event_log, self.name, trigger=trigger.describe(),
+                       storage_options=self.layout.storage_options)
+        leases = TableLeases(self.layout, self.name, log.run_id, lease_ttl(self.spec.lease.ttl))
+        leases.acquire({f.target for f in flows})
+        try:
+            if reason_to_start(self.spec, self.layout, graph, flows, self.fingerprint()) is not None:
+                return None
+            for flow in flows:
+                log.add(end_event(self.name, log.run_id, flow.name, "completed", None))
+        finally:
+            log.close()
+            leases.release()
+        return [FlowOutcome(f.name, str(f.location), "completed") for f in flows]
 
     def trigger(self, mode: TriggerMode | None = None, interval: str | None = None) -> Trigger:
         """The pipeline-wide trigger of a run: ``mode``/``interval``, else the spec's."""

@@ -85,7 +85,7 @@ class BacklogProbe:
                 continue
             kafka = [o for o in offsets if _is_kafka(o)]
             delta = [o for o in offsets if isinstance(o, dict) and "reservoirId" in o]
-            found[flow] = Backlog(self._kafka_behind(kafka) if kafka else None,
+            found[flow] = Backlog(self.kafka_behind(kafka) if kafka else None,
                                   self._delta_behind(delta, descriptions) if delta else None)
         return found
 
@@ -95,7 +95,8 @@ class BacklogProbe:
             self._consumer.close()
             self._consumer = None
 
-    def _kafka_behind(self, offsets: list[dict[str, dict[str, int]]]) -> int | None:
+    def kafka_behind(self, offsets: list[dict[str, dict[str, int]]]) -> int | None:
+        """Records in Kafka after ``offsets`` (``{topic: {partition: offset}}`` each); None: unknown."""
         consumer = self._kafka_consumer()
         if consumer is None:
             return None

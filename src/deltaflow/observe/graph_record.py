@@ -24,12 +24,13 @@ if TYPE_CHECKING:
     from deltaflow.storage import StorageLayout
 
 
-def write_graph_record(layout: StorageLayout, resolver: ResolvedGraph, pipeline: str, trigger: str) -> None:
-    """Record ``resolver``'s graph for readers without Spark."""
+def write_graph_record(layout: StorageLayout, resolver: ResolvedGraph, pipeline: str, trigger: str,
+                       fingerprint: str | None = None) -> None:
+    """Record ``resolver``'s graph for readers without Spark, with the definitions' ``fingerprint``."""
     from deltaflow.render import as_json
 
     record = {"pipeline": pipeline, "trigger": trigger, "written_at": datetime.now(UTC).isoformat(),
-              **json.loads(as_json(resolver))}
+              "fingerprint": fingerprint, **json.loads(as_json(resolver))}
     layout.fs.write_text(layout.graph_record, json.dumps(record, indent=1) + "\n")
 
 

@@ -1,0 +1,187 @@
+"""Whether a run that stops by itself has anything to do, answered without a JVM.
+
+A scheduled ``deltaflow run --available-now`` that finds nothing new would start Spark (several seconds on
+a small machine) only for every flow to find nothing. Before starting it, each flow's newest committed
+batch (its checkpoint's ``offsets/N`` with ``commits/N``) is compared with its sources as they are now:
+
+* Kafka: every partition's latest offset, from the brokers (``confluent-kafka``);
+* Delta: the table's newest version (``deltalake``), the table known by the id the offset names;
+* files: the folder's files against those the file source has logged as read.
+
+Anything that cannot be shown to be quiet starts Spark as before: a flow with no committed batch or a batch
+in flight, a source of another kind or that does not answer, a file source on a glob or object storage,
+definitions or spec changed since the last run (:func:`~deltaflow.loader.definitions_fingerprint`), a
+refresh or rewind to finish, a flow whose last run failed, table upkeep configured. A wrong "nothing new"
+could only delay rows to a later run, since no checkpoint moves; the checks only say it when they know.
+
+Example:
+    >>> reason_to_start(spec, layout, graph, flows, fingerprint)  # doctest: +SKIP
+    "flow 'bronze_orders': 1 new file(s) in /data/landing/orders"
+
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote, urlparse
+
+from deltaflow.observe.backlog import BacklogProbe, committed_offsets
+from deltaflow.observe.graph_record import read_graph_record
+
+if TYPE_CHECKING:
+    from deltaflow.graph import Flow, PipelineGraph
+    from deltaflow.spec import Spec
+    from deltaflow.storage import FlowCheckpoint, StorageLayout
+
+_SOURCE = re.compile(r"^(DeltaSource|FileStreamSource)\[(.+)\]$")
+_KAFKA = re.compile(r"^Kafka")
+#: Delta's source offset index for "every file of this version read" (``DeltaSourceOffset.END_INDEX``).
+_END_INDEX = 2**63 - 1
+
+
+def reason_to_start(spec: Spec, layout: StorageLayout, graph: PipelineGraph, flows: Sequence[Flow],
+                    fingerprint: str) -> str | None:
+    """Why the run of ``flows`` must start Spark, or None when none of them has anything new to read.
+
+    Args:
+        spec: The pipeline's spec.
+        layout: Its storage.
+        graph: Its loaded definitions.
+        flows: The flows the run would start (each stops by itself).
+        fingerprint: The definitions' and spec's fingerprint now.
+
+    """
+    if spec.maintenance.optimize_every or spec.maintenance.optimize_interval or spec.maintenance.vacuum_every:
+        return "table upkeep is configured"
+    record = read_graph_record(layout)
+    if record is None or record.get("fingerprint") != fingerprint:
+        return "the definitions or the spec changed since the last run"
+    if layout.rewound_tables():
+        return "a rewind to finish"
+    for dataset in graph.datasets:
+        if layout.fs.exists(layout.refresh_record(dataset)):
+            return f"a full refresh of '{dataset}' to finish"
+    try:
+        events = _last_events(layout, spec.name)
+    except Exception as exc:  # no event log, or one deltalake cannot read
+        return f"the event log cannot be read ({type(exc).__name__})"
+    probe = BacklogProbe(layout, spec.kafka)
+    try:
+        for flow in flows:
+            reason = _flow_reason(layout, probe, flow, events.get(flow.name, {}))
+            if reason is not None:
+                return f"flow '{flow.name}': {reason}"
+    finally:
+        probe.close()
+    return None
+
+
+def _last_events(layout: StorageLayout, pipeline: str) -> dict[str, dict[str, dict[str, Any]]]:
+    """Each flow's newest batch event and newest end event (``{"batch": row, "end": row}``)."""
+    from deltaflow.commands.status import read_events
+
+    found: dict[str, dict[str, dict[str, Any]]] = {}
+    for row in read_events(layout, pipeline, ["flow", "kind", "sources", "end_time"]):
+        found.setdefault(row["flow"], {})["batch" if row["kind"] == "batch" else "end"] = row
+    return found
+
+
+def _flow_reason(layout: StorageLayout, probe: BacklogProbe, flow: Flow,
+                 events: dict[str, dict[str, Any]]) -> str | None:
+    checkpoint = layout.checkpoint(flow.target, flow.name)
+    committed = {int(n) for n in layout.fs.list(checkpoint.commits) if n.isdigit()}
+    planned = {int(n) for n in layout.fs.list(checkpoint.offsets) if n.isdigit()}
+    if not committed:
+        return "no batch committed yet"
+    if max(planned, default=-1) > max(committed):
+        return "a batch in flight"
+    if events.get("end", {}).get("kind") == "failed":
+        return "it failed in its last run"
+    offsets = committed_offsets(layout, checkpoint)
+    batch = events.get("batch")
+    if offsets is None or batch is None or not batch.get("sources"):
+        return "its sources are not in the event log"
+    descriptions = [str(s.get("description")) for s in json.loads(batch["sources"])]
+    if len(descriptions) != len(offsets):
+        return "its sources changed"
+    for index, (description, offset) in enumerate(zip(descriptions, offsets, strict=True)):
+        reason = _source_reason(layout, probe, checkpoint, index, description, offset)
+        if reason is not None:
+            return reason
+    return None
+
+
+def _source_reason(layout: StorageLayout, probe: BacklogProbe, checkpoint: FlowCheckpoint, index: int,
+                   description: str, offset: Any) -> str | None:
+    if _KAFKA.match(description) and isinstance(offset, dict):
+        behind = probe.kafka_behind([offset])
+        return None if behind == 0 else f"{'unknown' if behind is None else behind} new Kafka record(s)"
+    match = _SOURCE.match(description)
+    if match is None or not isinstance(offset, dict):
+        return f"a source deltaflow cannot check ({description[:80]})"
+    kind, location = match.groups()
+    if kind == "DeltaSource":
+        return _delta_reason(layout, location, offset)
+    return _files_reason(layout, checkpoint, index, location, offset)
+
+
+def _delta_reason(layout: StorageLayout, location: str, offset: dict[str, Any]) -> str | None:
+    from deltalake import DeltaTable
+
+    path = location.removeprefix("file:")
+    try:
+        table = DeltaTable(path, storage_options=layout.storage_options or None)
+        same = str(table.metadata().id) == str(offset.get("reservoirId"))
+        latest = table.version()
+    except Exception:
+        return f"table {path} cannot be read"
+    version, position = int(offset.get("reservoirVersion", -1)), int(offset.get("index", 0))
+    if not same or offset.get("isStartingVersion") or offset.get("isInitialSnapshot"):
+        return f"table {path} is not past its first snapshot"
+    # index -1: every version before `version` read; END_INDEX: `version` itself read too
+    read_up_to = version - 1 if position == -1 else version if position == _END_INDEX else None
+    if read_up_to is None or latest > read_up_to:
+        return f"table {path} has new versions"
+    return None
+
+
+def _files_reason(layout: StorageLayout, checkpoint: FlowCheckpoint, index: int, location: str,
+                  offset: dict[str, Any]) -> str | None:
+    folder = urlparse(location)
+    if folder.scheme not in ("", "file") or any(c in location for c in "*?[{"):
+        return f"a file source deltaflow cannot list ({location})"
+    if "logOffset" not in offset:
+        return "a file source without a log offset"
+    seen = _logged_files(layout, f"{checkpoint.path}/sources/{index}", int(offset["logOffset"]))
+    new = [p for p in _data_files(unquote(folder.path)) if p not in seen]
+    return f"{len(new)} new file(s) in {unquote(folder.path)}" if new else None
+
+
+def _logged_files(layout: StorageLayout, log: str, last_batch: int) -> set[str]:
+    """The files a file source's log says its batches up to ``last_batch`` read (absolute paths)."""
+    seen: set[str] = set()
+    for name in layout.fs.list(log):
+        number = name.removesuffix(".compact")
+        if not number.isdigit() or int(number) > last_batch:
+            continue
+        for line in (layout.fs.read_text(f"{log}/{name}") or "").splitlines()[1:]:
+            entry = json.loads(line)
+            if isinstance(entry, dict) and "path" in entry:
+                seen.add(os.path.abspath(unquote(urlparse(str(entry["path"])).path)))
+    return seen
+
+
+def _data_files(folder: str) -> Iterable[str]:
+    """Every file under ``folder`` Spark could read: none whose name or folder starts with ``.`` or ``_``."""
+    if not os.path.isdir(folder):
+        yield folder  # gone or not a folder: let Spark say what it makes of it
+        return
+    for root, dirs, files in os.walk(folder):
+        dirs[:] = [d for d in dirs if not d.startswith((".", "_"))]
+        for name in files:
+            if not name.startswith((".", "_")):
+                yield os.path.abspath(os.path.join(root, name))
