@@ -38,7 +38,8 @@ if TYPE_CHECKING:
     from deltaflow.storage import FlowCheckpoint, StorageLayout
 
 _SOURCE = re.compile(r"^(DeltaSource|FileStreamSource)\[(.+)\]$")
-_KAFKA = re.compile(r"^Kafka")
+#: A Kafka source on a fixed list of topics; a pattern may match topics its offsets do not name yet.
+_KAFKA = re.compile(r"^KafkaV2\[Subscribe\[(.+)\]\]$")
 #: Delta's source offset index for "every file of this version read" (``DeltaSourceOffset.END_INDEX``).
 _END_INDEX = 2**63 - 1
 
@@ -117,7 +118,10 @@ def _flow_reason(layout: StorageLayout, probe: BacklogProbe, flow: Flow,
 
 def _source_reason(layout: StorageLayout, probe: BacklogProbe, checkpoint: FlowCheckpoint, index: int,
                    description: str, offset: Any) -> str | None:
-    if _KAFKA.match(description) and isinstance(offset, dict):
+    kafka = _KAFKA.match(description)
+    if kafka is not None and isinstance(offset, dict):
+        if not set(kafka.group(1).split(",")) <= set(offset):
+            return "a Kafka topic its offsets do not name"
         behind = probe.kafka_behind([offset])
         return None if behind == 0 else f"{'unknown' if behind is None else behind} new Kafka record(s)"
     match = _SOURCE.match(description)
