@@ -243,13 +243,13 @@ class Pipeline:
                                                        for f in flows):
             return None
         self.storage()
+        if reason_to_start(self.spec, self.layout, graph, flows, self.fingerprint()) is not None:
+            return None
         log = EventLog(self.layout.event_log, self.name, trigger=trigger.describe(),
                        storage_options=self.layout.storage_options)
         leases = TableLeases(self.layout, self.name, log.run_id, lease_ttl(self.spec.lease.ttl))
-        leases.acquire({f.target for f in flows})
         try:
-            if reason_to_start(self.spec, self.layout, graph, flows, self.fingerprint()) is not None:
-                return None
+            leases.acquire({f.target for f in flows})  # another run writing them: refused, as at a start
             for flow in flows:
                 log.add(end_event(self.name, log.run_id, flow.name, "completed", None))
         finally:

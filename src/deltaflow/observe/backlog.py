@@ -97,12 +97,24 @@ class BacklogProbe:
 
     def kafka_behind(self, offsets: list[dict[str, dict[str, int]]]) -> int | None:
         """Records in Kafka after ``offsets`` (``{topic: {partition: offset}}`` each); None: unknown."""
+        marks = self.kafka_watermarks(offsets)
+        if marks is None:
+            return None
+        return sum(max(0, high - (low if position is None or position < 0 else position))
+                   for position, low, high in marks)
+
+    def kafka_watermarks(self, offsets: list[dict[str, dict[str, int]]],
+                         ) -> list[tuple[int | None, int, int]] | None:
+        """``(position, low, high)`` of every partition of the offsets' topics (position None: not in them).
+
+        None when the brokers cannot be asked.
+        """
         consumer = self._kafka_consumer()
         if consumer is None:
             return None
         from confluent_kafka import TopicPartition
 
-        behind = 0
+        found = []
         try:
             for offset in offsets:
                 for topic, partitions in offset.items():
@@ -110,12 +122,11 @@ class BacklogProbe:
                     for partition in known:
                         low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition),
                                                                    timeout=self.timeout, cached=False)
-                        position = partitions.get(str(partition))
-                        behind += max(0, high - (low if position is None or position < 0 else position))
+                        found.append((partitions.get(str(partition)), low, high))
         except Exception:  # a broker that went away mid-way: unknown, not zero
             self.close()
             return None
-        return behind
+        return found
 
     def _kafka_consumer(self) -> Any:
         if self._consumer is None:

@@ -122,8 +122,14 @@ def _source_reason(layout: StorageLayout, probe: BacklogProbe, checkpoint: FlowC
     if kafka is not None and isinstance(offset, dict):
         if not set(kafka.group(1).split(",")) <= set(offset):
             return "a Kafka topic its offsets do not name"
-        behind = probe.kafka_behind([offset])
-        return None if behind == 0 else f"{'unknown' if behind is None else behind} new Kafka record(s)"
+        marks = probe.kafka_watermarks([offset])
+        if marks is None:
+            return "the Kafka brokers do not answer"
+        # exactly at each partition's end: a topic recreated or cut by retention under it is Spark's to judge
+        if any(position is None or not low <= position <= high for position, low, high in marks):
+            return "a Kafka partition moved under its offsets"
+        behind = sum(high - position for position, _, high in marks if position is not None)
+        return f"{behind} new Kafka record(s)" if behind else None
     match = _SOURCE.match(description)
     if match is None or not isinstance(offset, dict):
         return f"a source deltaflow cannot check ({description[:80]})"
