@@ -6,7 +6,9 @@ it. In each round, in rotating order:
 * ``bare session``: start a SparkSession with Delta and the same jars, run nothing, stop;
 * ``bare session, class archive``: the same with the class archive ``deltaflow setup`` builds;
 * ``hand-written no-op`` / ``deltaflow no-op``: the orders pipeline (files -> bronze -> silver -> gold)
-  with ``availableNow`` and nothing new to read: the whole process;
+  with ``availableNow`` and nothing new to read: the whole process. deltaflow finds that out without a JVM
+  (:mod:`deltaflow.runtime.nothing_new`) and does not start Spark; the hand-written job starts its queries
+  to find nothing;
 * ``hand-written restart`` / ``deltaflow restart``: one new order file was dropped; the continuous
   pipeline is started and timed until bronze commits it (then stopped with SIGTERM).
 
@@ -231,7 +233,9 @@ def report(times: dict[str, list[float]], rounds: int) -> None:
                  higher_is_better=False) for kind in ("restart", "no-op"))],
         notes=[f"medians of {rounds} rounds after a warm-up round, the order rotating. The bare start is a "
                "SparkSession with Delta and the same jars, without the class archive; with it: "
-               f"{statistics.median(times['bare session, class archive']):.1f} s."])
+               f"{statistics.median(times['bare session, class archive']):.1f} s.",
+               "deltaflow's no-op run checks its sources without a JVM and ends without starting Spark; "
+               "the hand-written job starts its three queries to find nothing."])
 
 
 def main() -> None:

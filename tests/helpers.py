@@ -110,15 +110,6 @@ TEST_SPARK_CONF = {"spark.sql.codegen.wholeStage": "false", "spark.sql.codegen.f
                    "spark.sql.adaptive.enabled": "false"}
 
 
-def reason_to_start(pipeline: Pipeline) -> str | None:
-    """Why an available-now run of ``pipeline`` would start its queries (None: nothing new)."""
-    from deltaflow.runtime import nothing_new
-
-    graph = pipeline.graph
-    flows = [f for f in graph.flows.values() if graph.datasets[f.target].runs]
-    return nothing_new.reason_to_start(pipeline.spec, pipeline.layout, graph, flows, pipeline.fingerprint())
-
-
 def cli_env() -> dict[str, str]:
     """Environment for `deltaflow` subprocesses (killed or signalled): this venv first on PATH."""
     env = dict(os.environ)

@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from deltaflow.commands.status import FlowStatus
     from deltaflow.commands.vacuum import VacuumResult
     from deltaflow.context import PipelineContext
-    from deltaflow.graph import PipelineGraph
+    from deltaflow.graph import Flow, PipelineGraph
     from deltaflow.resolve.resolver import Resolver
     from deltaflow.runtime.run_plan import RunPlan
     from deltaflow.runtime.runner import FlowOutcome, MessageCallback, PipelineRun, ProgressCallback
@@ -222,30 +222,40 @@ class Pipeline:
 
         return definitions_fingerprint(self.spec)
 
-    def nothing_new(self, mode: TriggerMode | None = None, plan: RunPlan | None = None,
-                    ) -> list[FlowOutcome] | None:
-        """Each flow's outcome if a run would find nothing new (checked without a JVM), else None.
+    def reason_to_start(self, mode: TriggerMode | None = None, plan: RunPlan | None = None) -> str | None:
+        """Why a run must start Spark; None when its flows all stop by themselves and none has anything new.
 
-        Only a run whose flows all stop by themselves, with nothing to rebuild, can end this way; the tables'
-        leases are taken and given back, as a run's are (see :mod:`deltaflow.runtime.nothing_new`).
+        Checked without a JVM; see :mod:`deltaflow.runtime.nothing_new`.
         """
-        from deltaflow.runtime.event_log import EventLog, end_event
-        from deltaflow.runtime.nothing_new import reason_to_start
+        from deltaflow.runtime import nothing_new
         from deltaflow.runtime.run_plan import RunPlan
-        from deltaflow.runtime.runner import FlowOutcome
         from deltaflow.runtime.triggers import flow_triggers
-        from deltaflow.storage.lease import TableLeases, lease_ttl
 
         trigger, graph = self.trigger(mode), self.graph
         triggers = flow_triggers(self.spec, graph.flows, trigger, mode_given=bool(mode))
-        flows = [f for f in graph.flows.values() if graph.datasets[f.target].runs]
-        if (plan or RunPlan()) != RunPlan() or not all(triggers.get(f.name, trigger).stops_by_itself
-                                                       for f in flows):
-            return None
+        flows = self._running_flows()
+        if (plan or RunPlan()) != RunPlan():
+            return "datasets to refresh"
+        if not all(triggers.get(f.name, trigger).stops_by_itself for f in flows):
+            return "continuous flows"
         self.storage()
-        if reason_to_start(self.spec, self.layout, graph, flows, self.fingerprint()) is not None:
+        return nothing_new.reason_to_start(self.spec, self.layout, graph, flows, self.fingerprint())
+
+    def nothing_new(self, mode: TriggerMode | None = None, plan: RunPlan | None = None,
+                    ) -> list[FlowOutcome] | None:
+        """Each flow's outcome when a run has nothing to do (:meth:`reason_to_start` is None), else None.
+
+        Such a run ends without Spark; it takes and gives back the tables' leases as a run does, and logs
+        each flow as completed.
+        """
+        from deltaflow.runtime.event_log import EventLog, end_event
+        from deltaflow.runtime.runner import FlowOutcome
+        from deltaflow.storage.lease import TableLeases, lease_ttl
+
+        if self.reason_to_start(mode, plan) is not None:
             return None
-        log = EventLog(self.layout.event_log, self.name, trigger=trigger.describe(),
+        flows = self._running_flows()
+        log = EventLog(self.layout.event_log, self.name, trigger=self.trigger(mode).describe(),
                        storage_options=self.layout.storage_options)
         leases = TableLeases(self.layout, self.name, log.run_id, lease_ttl(self.spec.lease.ttl))
         try:
@@ -256,6 +266,10 @@ class Pipeline:
             log.close()
             leases.release()
         return [FlowOutcome(f.name, str(f.location), "completed") for f in flows]
+
+    def _running_flows(self) -> list[Flow]:
+        graph = self.graph
+        return [f for f in graph.flows.values() if graph.datasets[f.target].runs]
 
     def trigger(self, mode: TriggerMode | None = None, interval: str | None = None) -> Trigger:
         """The pipeline-wide trigger of a run: ``mode``/``interval``, else the spec's."""

@@ -7,7 +7,7 @@ import uuid
 from confluent_kafka import Producer
 from deltalake import DeltaTable
 
-from helpers import cli, free_port, reason_to_start
+from helpers import cli, free_port
 
 BRONZE = """
 import deltaflow as dp
@@ -74,14 +74,14 @@ def test_restart_after_clean_stop_appends_nothing(spark, kafka_bootstrap, make_p
     assert first.to_pyarrow_table().num_rows == 500
     version = first.version()
 
-    assert reason_to_start(project.pipeline(spark)) is None  # the offsets are compared without Spark
+    assert project.pipeline(spark).reason_to_start() is None  # the offsets are compared without Spark
     project.run(spark)  # nothing new in Kafka: no batch, no commit
     again = DeltaTable(project.table("bronze"))
     assert again.version() == version
     assert again.to_pyarrow_table().num_rows == 500
 
     produce(kafka_bootstrap, topic, [{"event_id": str(i)} for i in range(500, 600)])
-    assert reason_to_start(project.pipeline(spark)) == "flow 'bronze': 100 new Kafka record(s)"
+    assert project.pipeline(spark).reason_to_start() == "flow 'bronze': 100 new Kafka record(s)"
     project.run(spark)
     table = DeltaTable(project.table("bronze")).to_pyarrow_table()
     pairs = set(zip(table["partition"].to_pylist(), table["offset"].to_pylist(), strict=True))

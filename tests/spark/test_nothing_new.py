@@ -7,7 +7,6 @@ from deltalake import DeltaTable
 from deltaflow.commands.status import read_events
 from deltaflow.runtime.run_plan import RunPlan
 from helpers import Project
-from helpers import reason_to_start as reason
 
 DEFS = """
 import deltaflow as dp
@@ -28,6 +27,10 @@ def totals():
 TABLES = ("bronze", "silver", "totals")
 
 
+def reason(project: Project, spark: object) -> str | None:
+    return project.pipeline(spark).reason_to_start("available_now")  # type: ignore[arg-type]
+
+
 def events(project: Project) -> list[dict[str, object]]:
     return read_events(project.layout, "test", ["run_id", "flow", "kind", "end_time"])
 
@@ -43,9 +46,9 @@ def orders(name: str, count: int) -> list[dict[str, object]]:
 def test_nothing_new_starts_no_query_and_whatever_is_new_is_read_once(spark, make_project) -> None:  # type: ignore[no-untyped-def]
     project: Project = make_project(DEFS)
     project.drop("0.json", orders("a", 10))
-    assert reason(project.pipeline(spark)) == "the definitions or the spec changed since the last run"
+    assert reason(project, spark) == "the definitions or the spec changed since the last run"
     project.run(spark)
-    assert reason(project.pipeline(spark)) is None
+    assert reason(project, spark) is None
 
     before, runs = versions(project), {r["run_id"] for r in events(project)}
     messages: list[str] = []
@@ -58,12 +61,12 @@ def test_nothing_new_starts_no_query_and_whatever_is_new_is_read_once(spark, mak
 
     # a new file: bronze reads it; then silver has a new bronze version to read
     project.drop("1.json", orders("b", 5))
-    assert reason(project.pipeline(spark)) == f"flow 'bronze': 1 new file(s) in {project.root / 'landing'}"
+    assert reason(project, spark) == f"flow 'bronze': 1 new file(s) in {project.root / 'landing'}"
     project.pipeline(spark).run("available_now", plan=RunPlan(refresh=frozenset({"bronze"})))
-    assert (found := reason(project.pipeline(spark))) and found.startswith("flow 'silver': table ")
+    assert (found := reason(project, spark)) and found.startswith("flow 'silver': table ")
     assert found.endswith("has new versions")
     project.run(spark)
-    assert reason(project.pipeline(spark)) is None
+    assert reason(project, spark) is None
 
     # a batch in flight (killed between the sink's commit and the checkpoint's) is replayed, once
     project.drop("2.json", orders("c", 5))
@@ -72,7 +75,7 @@ def test_nothing_new_starts_no_query_and_whatever_is_new_is_read_once(spark, mak
     last = max(int(p.name) for p in commits.iterdir() if p.name.isdigit())
     (commits / str(last)).unlink()
     (commits / f".{last}.crc").unlink(missing_ok=True)
-    assert reason(project.pipeline(spark)) == "flow 'silver': a batch in flight"
+    assert reason(project, spark) == "flow 'silver': a batch in flight"
     project.run(spark)
     silver = sorted(r["id"] for r in project.rows("silver"))
     every = sorted(o["id"] for name, count in (("a", 10), ("b", 5), ("c", 5)) for o in orders(name, count)
@@ -83,6 +86,6 @@ def test_nothing_new_starts_no_query_and_whatever_is_new_is_read_once(spark, mak
     # a changed definition file: the next run starts the queries (they resolve it), the one after does not
     defs = project.root / "transformations" / "defs.py"
     defs.write_text(defs.read_text() + "\n# a comment\n")
-    assert reason(project.pipeline(spark)) == "the definitions or the spec changed since the last run"
+    assert reason(project, spark) == "the definitions or the spec changed since the last run"
     project.run(spark)
-    assert reason(project.pipeline(spark)) is None
+    assert reason(project, spark) is None
