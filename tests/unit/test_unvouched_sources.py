@@ -15,6 +15,7 @@ from deltaflow.runtime.nothing_new import _source_reason
     ("RateStreamV2[rowsPerSecond=1]", {"0": 1}, "a source deltaflow cannot check"),
     ("FileStreamSource[s3a://bucket/landing]", {"logOffset": 3}, "a file source deltaflow cannot list"),
     ("FileStreamSource[file:/data/landing/*.json]", {"logOffset": 3}, "a file source deltaflow cannot list"),
+    ("FileStreamSource[file:/no/such/landing]", {"logOffset": 3}, "no folder /no/such/landing"),
 ])
 def test_sources_it_cannot_vouch_for_start_spark(description: str, offset: Any, reason: str) -> None:
     found = _source_reason(None, None, None, 0, description, offset)  # type: ignore[arg-type]

@@ -73,7 +73,10 @@ def reason_to_start(spec: Spec, layout: StorageLayout, graph: PipelineGraph, flo
     probe = BacklogProbe(layout, spec.kafka)
     try:
         for flow in flows:
-            reason = _flow_reason(layout, probe, flow, events.get(flow.name, {}))
+            try:
+                reason = _flow_reason(layout, probe, flow, events.get(flow.name, {}))
+            except Exception as exc:  # a damaged checkpoint: the run's own repairs are for that
+                reason = f"its checkpoint cannot be read ({type(exc).__name__})"
             if reason is not None:
                 return f"flow '{flow.name}': {reason}"
     finally:
@@ -166,9 +169,12 @@ def _files_reason(layout: StorageLayout, checkpoint: FlowCheckpoint, index: int,
         return f"a file source deltaflow cannot list ({location})"
     if "logOffset" not in offset:
         return "a file source without a log offset"
+    path = unquote(folder.path)
+    if not os.path.isdir(path):
+        return f"no folder {path}"
     seen = _logged_files(layout, f"{checkpoint.path}/sources/{index}", int(offset["logOffset"]))
-    new = [p for p in _data_files(unquote(folder.path)) if p not in seen]
-    return f"{len(new)} new file(s) in {unquote(folder.path)}" if new else None
+    new = [p for p in _data_files(path) if p not in seen]
+    return f"{len(new)} new file(s) in {path}" if new else None
 
 
 def _logged_files(layout: StorageLayout, log: str, last_batch: int) -> set[str]:
@@ -187,9 +193,6 @@ def _logged_files(layout: StorageLayout, log: str, last_batch: int) -> set[str]:
 
 def _data_files(folder: str) -> Iterable[str]:
     """Every file under ``folder`` Spark could read: none whose name or folder starts with ``.`` or ``_``."""
-    if not os.path.isdir(folder):
-        yield folder  # gone or not a folder: let Spark say what it makes of it
-        return
     for root, dirs, files in os.walk(folder):
         dirs[:] = [d for d in dirs if not d.startswith((".", "_"))]
         for name in files:
