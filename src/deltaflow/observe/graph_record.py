@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
 
 def write_graph_record(layout: StorageLayout, resolver: ResolvedGraph, pipeline: str, trigger: str,
-                       fingerprint: str | None = None) -> None:
+                       fingerprint: str) -> None:
     """Record ``resolver``'s graph for readers without Spark, with the definitions' ``fingerprint``."""
     from deltaflow.render import as_json
 

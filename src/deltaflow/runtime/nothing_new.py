@@ -4,7 +4,7 @@ A scheduled ``deltaflow run --available-now`` that finds nothing new would start
 a small machine) only for every flow to find nothing. Before starting it, each flow's newest committed
 batch (its checkpoint's ``offsets/N`` with ``commits/N``) is compared with its sources as they are now:
 
-* Kafka: every partition's latest offset, from the brokers (``confluent-kafka``);
+* Kafka: every partition's position exactly at its latest offset, from the brokers (``confluent-kafka``);
 * Delta: the table's newest version (``deltalake``), the table known by the id the offset names;
 * files: the folder's files against those the file source has logged as read.
 
@@ -153,7 +153,9 @@ def _delta_reason(layout: StorageLayout, location: str, offset: dict[str, Any]) 
     except Exception:
         return f"table {path} cannot be read"
     version, position = int(offset.get("reservoirVersion", -1)), int(offset.get("index", 0))
-    if not same or offset.get("isStartingVersion") or offset.get("isInitialSnapshot"):
+    if not same:
+        return f"table {path} is not the one its offsets name (recreated?)"
+    if offset.get("isStartingVersion") or offset.get("isInitialSnapshot"):
         return f"table {path} is not past its first snapshot"
     # index -1: every version before `version` read; END_INDEX: `version` itself read too
     read_up_to = version - 1 if position == -1 else version if position == _END_INDEX else None
