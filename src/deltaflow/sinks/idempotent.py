@@ -52,3 +52,23 @@ def idempotent_writes(session: SparkSession, app_id: str, batch_id: int) -> Iter
     finally:
         session.conf.unset(TXN_APP_ID)
         session.conf.unset(TXN_VERSION)
+
+
+@contextmanager
+def unstamped(session: SparkSession) -> Iterator[None]:
+    """Write without the batch's pair inside an :func:`idempotent_writes` block.
+
+    For a table whose readers are indifferent to a batch written twice (its rows are keyed and read as
+    the maximum per key, say): an unstamped commit spares Delta the reconstruction of the table's
+    transactions, a Spark job over the whole log, that checking a stamp takes.
+    """
+    pair = {key: session.conf.get(key, None) for key in (TXN_APP_ID, TXN_VERSION)}
+    for key in pair:
+        session.conf.unset(key)
+    try:
+        yield
+    finally:
+        for key, value in pair.items():
+            if value is not None:
+                session.conf.set(key, value)
+
