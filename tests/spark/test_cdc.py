@@ -85,7 +85,8 @@ def txns(path: str) -> list[dict[str, Any]]:
 def graves(project: Project, dataset: str, flow: str) -> dict[int, int]:
     """A CDC flow's tombstones as its batches read them: the highest sequence per key."""
     found: dict[int, int] = {}
-    for r in DeltaTable(project.layout.checkpoint(dataset, flow, 0).tombstones).to_pyarrow_table().to_pylist():
+    tombstones = DeltaTable(project.layout.checkpoint(dataset, flow, 0).tombstones).to_pyarrow_table()
+    for r in tombstones.to_pylist():
         found[r["customer_id"]] = max(found.get(r["customer_id"], r["_df_seq"]), r["_df_seq"])
     return found
 
