@@ -27,6 +27,7 @@ an order-independent checksum) with each other and with the state expected from 
 exits with 1 if they differ.
 
     .venv/bin/python benchmarks/cdc_merge.py [--rows 1000000] [--batches 8] [--cells 1,20] [--rounds 2]
+                                             [--delete-share 1]
 """
 
 from __future__ import annotations
@@ -128,7 +129,8 @@ def _values(batch: int, seed: int) -> list[Any]:
     ]
 
 
-def write_events(spark: Any, path: str, rows: int, batches: int, percent: float, seed: int) -> None:
+def write_events(spark: Any, path: str, rows: int, batches: int, percent: float, seed: int,
+                 deletes: float = DELETE_SHARE) -> None:
     """Commit 0: the initial state; commits 1..batches: change events for ``percent`` % of the keys each."""
     from pyspark.sql import functions as F
 
@@ -142,7 +144,7 @@ def write_events(spark: Any, path: str, rows: int, batches: int, percent: float,
             return F.xxhash64(F.col("id"), F.lit(seed), F.lit(b), F.lit(salt))
 
         picked = spark.range(upper).where(F.pmod(noise("pick"), F.lit(10_000)) < round(percent * 100))
-        op = F.when(F.pmod(noise("delete"), F.lit(10_000)) < round(DELETE_SHARE * 10_000),
+        op = F.when(F.pmod(noise("delete"), F.lit(10_000)) < round(deletes * 10_000),
                     F.lit("DELETE")).otherwise(F.lit("UPSERT"))
         new = max(1, round(upper * percent / 100 * INSERT_SHARE))
         changes = (picked.select(*_values(batch, seed), op.alias("op"))
@@ -308,8 +310,11 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--rounds", type=int, default=2, help="counted rounds per cell (after the warm-up)")
     parser.add_argument("--shuffle-partitions", type=int, default=4)
+    parser.add_argument("--delete-share", type=float, default=DELETE_SHARE * 100,
+                        help="percent of each batch's changed keys that are deletes")
     args = parser.parse_args()
     percents = [float(p) for p in args.cells.split(",")]
+    deletes = args.delete_share / 100
     began = time.monotonic()
 
     print(f"machine: {machine_line()}")
@@ -332,7 +337,7 @@ def main() -> None:
               f"workdir={tmp}")
         contestants = {"hand-written": hand_written, "deltaflow": deltaflow_job}
         warm = tmp / "warm-up"
-        write_events(spark, str(warm / "events"), args.rows // 10, 2, percents[0], args.seed)
+        write_events(spark, str(warm / "events"), args.rows // 10, 2, percents[0], args.seed, deletes)
         for who, job in contestants.items():
             job(spark, str(warm / "events"), warm / who, args.rows // 10, 2)
         print(f"\nwarm-up round ({args.rows // 10:,} rows, 2 batches, both contestants): discarded")
@@ -341,7 +346,7 @@ def main() -> None:
             cell = tmp / f"cell-{percent:g}"
             events = str(cell / "events")
             t0 = time.perf_counter()
-            write_events(spark, events, args.rows, args.batches, percent, args.seed)
+            write_events(spark, events, args.rows, args.batches, percent, args.seed, deletes)
             print(f"\ncell {percent:g} %: wrote the events in {time.perf_counter() - t0:.1f} s: initial "
                   f"state of {args.rows:,} rows (batch 0, not counted), {describe_events(spark, events)}")
             expected = fingerprint(expected_state(spark, events))
@@ -383,10 +388,11 @@ def main() -> None:
                note=f"MERGE alone, median: deltaflow {statistics.median(ours.merge_millis) / 1000:.2f} s, "
                     f"hand-written {statistics.median(hand.merge_millis) / 1000:.2f} s per batch")
         for percent, ours, hand in cells],
-        notes=[f"{args.rows:,} rows, {args.batches} counted batches per round, medians of {args.rounds} "
-               "rounds after a warm-up round; the targets were identical to each other and to the state "
-               "expected from the events in every round. deltaflow also checks keys and sequences and keeps "
-               "tombstones (a late insert cannot bring back a deleted row)."])
+        notes=[f"{args.rows:,} rows, {args.batches} counted batches per round ({args.delete_share:g} % of "
+               f"each batch's changed keys deleted), medians of {args.rounds} rounds after a warm-up round; "
+               "the targets were identical to each other and to the state expected from the events in every "
+               "round. deltaflow also checks keys and sequences and keeps tombstones (a late insert cannot "
+               "bring back a deleted row)."])
 
 
 if __name__ == "__main__":

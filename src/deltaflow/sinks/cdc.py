@@ -221,7 +221,8 @@ class AutoCdcWriter:
     def _record_tombstones(self, events: DataFrame, summary: _Summary, batch_id: int) -> None:
         """Append the batch's deletes to the tombstones; every ``CLEANUP_EVERY`` batches drop expired ones.
 
-        One commit either way, so on replay it is skipped like the target's.
+        One commit either way, without the batch's transaction id: a replay may write it again, which no
+        reader can tell (see the module's docstring).
         """
         from pyspark.sql import functions as F
 

@@ -13,7 +13,8 @@ a streaming table                         :func:`~deltaflow.sinks.append.start_a
 =======================================  ==============================================================
 
 Every foreach-batch writer runs inside :func:`~deltaflow.sinks.foreach_batch.start_foreach_batch`, so
-each of its Delta writes carries the flow's ``txnAppId`` / ``txnVersion``.
+each of its Delta writes carries the flow's ``txnAppId`` / ``txnVersion`` (but for auto CDC's tombstones,
+which a replay may write twice unseen: see :mod:`deltaflow.sinks.cdc`).
 
 Example:
     >>> writers = FlowWriters(resolver)  # doctest: +SKIP
