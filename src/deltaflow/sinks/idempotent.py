@@ -60,7 +60,14 @@ def unstamped(session: SparkSession) -> Iterator[None]:
 
     For a table whose readers are indifferent to a batch written twice (its rows are keyed and read as
     the maximum per key, say): an unstamped commit spares Delta the reconstruction of the table's
-    transactions, a Spark job over the whole log, that checking a stamp takes.
+    transactions, a Spark job over its log, that checking a stamp takes.
+
+    Example:
+        >>> with idempotent_writes(session, app_id, batch_id):  # doctest: +SKIP
+        ...     merge.execute()  # stamped
+        ...     with unstamped(session):
+        ...         deletes.write.format("delta").mode("append").save(tombstones)
+
     """
     pair = {key: session.conf.get(key, None) for key in (TXN_APP_ID, TXN_VERSION)}
     for key in pair:
@@ -71,4 +78,3 @@ def unstamped(session: SparkSession) -> Iterator[None]:
         for key, value in pair.items():
             if value is not None:
                 session.conf.set(key, value)
-
