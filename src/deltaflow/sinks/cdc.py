@@ -19,9 +19,9 @@ The target's MERGE carries the flow's ``txnAppId`` / ``txnVersion``, so a batch 
 changes nothing there (see :mod:`deltaflow.sinks.idempotent`). Its tombstones are written after the MERGE
 and without the pair: a replay may append them twice, which no reader can tell apart (tombstones are read
 as the highest sequence per key), and an unstamped commit spares Delta a Spark job over the tombstone
-table's log every batch (measured on two cores: the append went from 0.38–0.47 s to 0.20–0.34 s). The
-tombstones a batch reads are never changed by the batch itself in a way that alters its result, so a
-replay computes the same writes.
+table's log every batch (measured on two cores: the append went from 0.38–0.47 s to 0.20–0.34 s). A
+replay may read the tombstones its first attempt appended; what it computes from them is not written,
+since its MERGE, committed before them, is skipped.
 
 Example:
     >>> tombstones = checkpoint.tombstones  # doctest: +SKIP
