@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from deltaflow.context import PipelineContext
     from deltaflow.graph import Flow, PipelineGraph
     from deltaflow.resolve.resolver import Resolver
+    from deltaflow.runtime.nothing_new import NewInput
     from deltaflow.runtime.run_plan import RunPlan
     from deltaflow.runtime.runner import FlowOutcome, MessageCallback, PipelineRun, ProgressCallback
     from deltaflow.runtime.triggers import Trigger
@@ -71,6 +72,7 @@ class Pipeline:
         self._graph: PipelineGraph | None = None
         self._storage_checked = False
         self._keys_given = False  # the spec's s3 keys, given to a session started elsewhere
+        self.small_run = False  # the run reads little: its JVM compiles for a quick start (see run)
 
     @classmethod
     def load(cls, spec: Path | str | None = None, *, env: Mapping[str, str] | None = None,
@@ -115,7 +117,7 @@ class Pipeline:
         if self._spark is None:
             from deltaflow.runtime.session import build_session
 
-            self._spark = build_session(self.spec, extra=self.spark_conf)
+            self._spark = build_session(self.spec, extra=self.spark_conf, small_run=self.small_run)
         elif self.spec.s3 is not None and not self._keys_given:
             from deltaflow.runtime.session import use_storage_keys
 
@@ -208,11 +210,15 @@ class Pipeline:
             FlowError: One or more flows failed, naming each with its definition's file:line and cause.
 
         """
-        quiet = self.nothing_new(mode, options.get("plan"))
+        say = options.get("on_message") or (lambda message: None)
+        news = self.new_input(mode, options.get("plan"))
+        quiet = self.nothing_new(mode, options.get("plan"), news)
         if quiet is not None:
-            (options.get("on_message") or (lambda message: None))(
-                "nothing new since the last run: no flow started, Spark not started")
+            say("nothing new since the last run: no flow started, Spark not started")
             return quiet
+        if news.small and self._spark is None:
+            self.small_run = True
+            say(f"a small run ({news.describe()}): Spark's JVM set for a quick start")
         run = self.start(mode, interval, **options)
         return run.finish(stop or threading.Event())
 
@@ -227,6 +233,10 @@ class Pipeline:
 
         Checked without a JVM; see :mod:`deltaflow.runtime.nothing_new`.
         """
+        return self.new_input(mode, plan).reason
+
+    def new_input(self, mode: TriggerMode | None = None, plan: RunPlan | None = None) -> NewInput:
+        """What a run has to read, told without a JVM: :meth:`reason_to_start`, and how much where known."""
         from deltaflow.runtime import nothing_new
         from deltaflow.runtime.run_plan import RunPlan
         from deltaflow.runtime.triggers import flow_triggers
@@ -235,24 +245,24 @@ class Pipeline:
         triggers = flow_triggers(self.spec, graph.flows, trigger, mode_given=bool(mode))
         flows = self._running_flows()
         if (plan or RunPlan()) != RunPlan():
-            return "datasets to refresh"
+            return nothing_new.NewInput("datasets to refresh")
         if not all(triggers.get(f.name, trigger).stops_by_itself for f in flows):
-            return "continuous flows"
+            return nothing_new.NewInput("continuous flows")
         self.storage()
-        return nothing_new.reason_to_start(self.spec, self.layout, graph, flows, self.fingerprint())
+        return nothing_new.new_input(self.spec, self.layout, graph, flows, self.fingerprint())
 
     def nothing_new(self, mode: TriggerMode | None = None, plan: RunPlan | None = None,
-                    ) -> list[FlowOutcome] | None:
+                    news: NewInput | None = None) -> list[FlowOutcome] | None:
         """Each flow's outcome when a run has nothing to do (:meth:`reason_to_start` is None), else None.
 
         Such a run ends without Spark; it takes and gives back the tables' leases as a run does, and logs
-        each flow as completed.
+        each flow as completed. ``news``: :meth:`new_input`'s answer, when already asked.
         """
         from deltaflow.runtime.event_log import EventLog, end_event
         from deltaflow.runtime.runner import FlowOutcome
         from deltaflow.storage.lease import TableLeases, lease_ttl
 
-        if self.reason_to_start(mode, plan) is not None:
+        if (news or self.new_input(mode, plan)).reason is not None:
             return None
         flows = self._running_flows()
         log = EventLog(self.layout.event_log, self.name, trigger=self.trigger(mode).describe(),

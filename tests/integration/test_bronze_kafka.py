@@ -81,7 +81,8 @@ def test_restart_after_clean_stop_appends_nothing(spark, kafka_bootstrap, make_p
     assert again.to_pyarrow_table().num_rows == 500
 
     produce(kafka_bootstrap, topic, [{"event_id": str(i)} for i in range(500, 600)])
-    assert project.pipeline(spark).reason_to_start() == "flow 'bronze': 100 new Kafka record(s)"
+    news = project.pipeline(spark).new_input()
+    assert (news.reason, news.kafka_records) == ("flow 'bronze': 100 new Kafka record(s)", 100)
     project.run(spark)
     table = DeltaTable(project.table("bronze")).to_pyarrow_table()
     pairs = set(zip(table["partition"].to_pylist(), table["offset"].to_pylist(), strict=True))

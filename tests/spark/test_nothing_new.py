@@ -5,6 +5,7 @@ from __future__ import annotations
 from deltalake import DeltaTable
 
 from deltaflow.commands.status import read_events
+from deltaflow.runtime.nothing_new import SMALL_RUN_BYTES, NewInput
 from deltaflow.runtime.run_plan import RunPlan
 from helpers import Project
 
@@ -62,9 +63,16 @@ def test_nothing_new_starts_no_query_and_whatever_is_new_is_read_once(spark, mak
     # a new file: bronze reads it; then silver has a new bronze version to read
     project.drop("1.json", orders("b", 5))
     assert reason(project, spark) == f"flow 'bronze': 1 new file(s) in {project.root / 'landing'}"
+    news = project.pipeline(spark).new_input("available_now")  # type: ignore[arg-type]
+    size = (project.root / "landing" / "1.json").stat().st_size
+    assert (news.file_bytes, news.kafka_records, news.small) == (size, 0, True)
+    news = NewInput("more", SMALL_RUN_BYTES + 1, 0)
+    assert not news.small and not news.plus(NewInput(None, None, 0)).small  # too much, or not known
     project.pipeline(spark).run("available_now", plan=RunPlan(refresh=frozenset({"bronze"})))
     assert (found := reason(project, spark)) and found.startswith("flow 'silver': table ")
     assert found.endswith("has new versions")
+    news = project.pipeline(spark).new_input("available_now")  # type: ignore[arg-type]
+    assert (news.file_bytes, news.small) == (None, False)  # what a table holds unread is not measured
     project.run(spark)
     assert reason(project, spark) is None
 

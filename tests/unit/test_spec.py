@@ -106,3 +106,10 @@ def test_maintenance_block_is_off_by_default_and_checks_its_durations_and_keys()
     block = "name: p\nstorage: s\nmaintenance:\n  "
     assert "maintenance.optimize_every" in error_of(block + "optimize_every: -1\n")
     assert "did you mean 'optimize_every'" in error_of(block + "optimise_every: 5\n")
+
+
+def test_only_a_small_run_has_its_jvm_compile_for_a_quick_start() -> None:
+    from deltaflow.runtime.session import SMALL_RUN_JIT, default_conf
+
+    assert SMALL_RUN_JIT in default_conf(small_run=True)["spark.driver.extraJavaOptions"]
+    assert "TieredStopAtLevel" not in default_conf()["spark.driver.extraJavaOptions"]

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from deltaflow.runtime.nothing_new import _source_reason
+from deltaflow.runtime.nothing_new import _source_input
 
 
 @pytest.mark.parametrize(("description", "offset", "reason"), [
@@ -18,5 +18,5 @@ from deltaflow.runtime.nothing_new import _source_reason
     ("FileStreamSource[file:/no/such/landing]", {"logOffset": 3}, "no folder /no/such/landing"),
 ])
 def test_sources_it_cannot_vouch_for_start_spark(description: str, offset: Any, reason: str) -> None:
-    found = _source_reason(None, None, None, 0, description, offset)  # type: ignore[arg-type]
+    found = _source_input(None, None, None, 0, description, offset).reason  # type: ignore[arg-type]
     assert found is not None and found.startswith(reason)

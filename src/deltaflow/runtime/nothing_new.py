@@ -14,9 +14,16 @@ definitions or spec changed since the last run (:func:`~deltaflow.loader.definit
 refresh or rewind to finish, a flow whose last run failed, table upkeep configured. A wrong "nothing new"
 could only delay rows to a later run, since no checkpoint moves; the checks only say it when they know.
 
+The same checks tell how much is new (:func:`new_input`: bytes in new files, new Kafka records). A run known
+to read little starts a JVM that compiles for a quick start rather than for a long life
+(:data:`~deltaflow.runtime.session.SMALL_RUN_JIT`); one whose input is not known (a first run, an internal
+table with versions unread) keeps Java's default.
+
 Example:
     >>> reason_to_start(spec, layout, graph, flows, fingerprint)  # doctest: +SKIP
     "flow 'bronze_orders': 1 new file(s) in /data/landing/orders"
+    >>> new_input(spec, layout, graph, flows, fingerprint).small  # doctest: +SKIP
+    True
 
 """
 
@@ -26,6 +33,7 @@ import json
 import os
 import re
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlparse
 
@@ -44,6 +52,51 @@ _KAFKA = re.compile(r"^KafkaV2\[Subscribe\[(.+)\]\]$")
 _END_INDEX = 2**63 - 1
 
 
+@dataclass(frozen=True)
+class NewInput:
+    """What a run that stops by itself has to read, as far as it can be told without a JVM.
+
+    Attributes:
+        reason: Why the run must start Spark (None: nothing new anywhere, no need to).
+        file_bytes: Bytes in new files of its file sources (None: unknown).
+        kafka_records: New records of its Kafka sources (None: unknown).
+
+    Example:
+        >>> NewInput("flow 'bronze': 2 new file(s) in /landing", 3_000_000, 0).small
+        True
+
+    """
+
+    reason: str | None
+    file_bytes: int | None = None
+    kafka_records: int | None = None
+
+    @property
+    def small(self) -> bool:
+        """Known, and little enough that the run's JVM is better off compiling less (see ``session``)."""
+        return (self.file_bytes is not None and self.kafka_records is not None
+                and self.file_bytes <= SMALL_RUN_BYTES and self.kafka_records <= SMALL_RUN_RECORDS)
+
+    def plus(self, other: NewInput, where: str = "") -> NewInput:
+        """Both: the first reason (``other``'s after ``where``); a size unknown if unknown in either."""
+        def add(a: int | None, b: int | None) -> int | None:
+            return None if a is None or b is None else a + b
+
+        reason = self.reason or (None if other.reason is None else where + other.reason)
+        return NewInput(reason, add(self.file_bytes, other.file_bytes),
+                        add(self.kafka_records, other.kafka_records))
+
+    def describe(self) -> str:
+        """The sizes for a message (``3.1 MB in new files, 0 new Kafka records``)."""
+        megabytes = (self.file_bytes or 0) / 1e6
+        return f"{megabytes:.1f} MB in new files, {self.kafka_records or 0:,} new Kafka records"
+
+
+#: The most a run may have to read and still count as small (see ``SMALL_RUN_JIT`` for the measurements).
+SMALL_RUN_BYTES = 128 * 2**20
+SMALL_RUN_RECORDS = 200_000
+
+
 def reason_to_start(spec: Spec, layout: StorageLayout, graph: PipelineGraph, flows: Sequence[Flow],
                     fingerprint: str) -> str | None:
     """Why the run of ``flows`` must start Spark, or None when none of them has anything new to read.
@@ -56,32 +109,42 @@ def reason_to_start(spec: Spec, layout: StorageLayout, graph: PipelineGraph, flo
         fingerprint: The definitions' and spec's fingerprint now.
 
     """
+    return new_input(spec, layout, graph, flows, fingerprint).reason
+
+
+def new_input(spec: Spec, layout: StorageLayout, graph: PipelineGraph, flows: Sequence[Flow],
+              fingerprint: str) -> NewInput:
+    """What the run of ``flows`` has to read: why it must start Spark, and how much is new if that is known.
+
+    Takes :func:`reason_to_start`'s arguments. The sizes are known only when every flow's sources can be
+    checked (as for "nothing new"); an internal table with versions not read yet counts as unknown.
+    """
     if spec.maintenance.optimize_every or spec.maintenance.optimize_interval or spec.maintenance.vacuum_every:
-        return "table upkeep is configured"
+        return NewInput("table upkeep is configured")
     record = read_graph_record(layout)
     if record is None or record.get("fingerprint") != fingerprint:
-        return "the definitions or the spec changed since the last run"
+        return NewInput("the definitions or the spec changed since the last run")
     if layout.rewound_tables():
-        return "a rewind to finish"
+        return NewInput("a rewind to finish")
     for dataset in graph.datasets:
         if layout.fs.exists(layout.refresh_record(dataset)):
-            return f"a full refresh of '{dataset}' to finish"
+            return NewInput(f"a full refresh of '{dataset}' to finish")
     try:
         events = _last_events(layout, spec.name)
     except Exception as exc:  # no event log, or one deltalake cannot read
-        return f"the event log cannot be read ({type(exc).__name__})"
+        return NewInput(f"the event log cannot be read ({type(exc).__name__})")
     probe = BacklogProbe(layout, spec.kafka)
+    total = NewInput(None, 0, 0)
     try:
         for flow in flows:
             try:
-                reason = _flow_reason(layout, probe, flow, events.get(flow.name, {}))
+                found = _flow_input(layout, probe, flow, events.get(flow.name, {}))
             except Exception as exc:  # a damaged checkpoint: the run's own repairs are for that
-                reason = f"its checkpoint cannot be read ({type(exc).__name__})"
-            if reason is not None:
-                return f"flow '{flow.name}': {reason}"
+                found = NewInput(f"its checkpoint cannot be read ({type(exc).__name__})")
+            total = total.plus(found, f"flow '{flow.name}': ")
     finally:
         probe.close()
-    return None
+    return total
 
 
 def _last_events(layout: StorageLayout, pipeline: str) -> dict[str, dict[str, dict[str, Any]]]:
@@ -94,52 +157,53 @@ def _last_events(layout: StorageLayout, pipeline: str) -> dict[str, dict[str, di
     return found
 
 
-def _flow_reason(layout: StorageLayout, probe: BacklogProbe, flow: Flow,
-                 events: dict[str, dict[str, Any]]) -> str | None:
+def _flow_input(layout: StorageLayout, probe: BacklogProbe, flow: Flow,
+                events: dict[str, dict[str, Any]]) -> NewInput:
     checkpoint = layout.checkpoint(flow.target, flow.name)
     committed = {int(n) for n in layout.fs.list(checkpoint.commits) if n.isdigit()}
     planned = {int(n) for n in layout.fs.list(checkpoint.offsets) if n.isdigit()}
     if not committed:
-        return "no batch committed yet"
+        return NewInput("no batch committed yet")
     if max(planned, default=-1) > max(committed):
-        return "a batch in flight"
+        return NewInput("a batch in flight")
     if events.get("end", {}).get("kind") == "failed":
-        return "it failed in its last run"
+        return NewInput("it failed in its last run")
     offsets = committed_offsets(layout, checkpoint)
     batch = events.get("batch")
     if offsets is None or batch is None or not batch.get("sources"):
-        return "its sources are not in the event log"
+        return NewInput("its sources are not in the event log")
     descriptions = [str(s.get("description")) for s in json.loads(batch["sources"])]
     if len(descriptions) != len(offsets):
-        return "its sources changed"
+        return NewInput("its sources changed")
+    total = NewInput(None, 0, 0)
     for index, (description, offset) in enumerate(zip(descriptions, offsets, strict=True)):
-        reason = _source_reason(layout, probe, checkpoint, index, description, offset)
-        if reason is not None:
-            return reason
-    return None
+        found = _source_input(layout, probe, checkpoint, index, description, offset)
+        total = total.plus(found)
+    return total
 
 
-def _source_reason(layout: StorageLayout, probe: BacklogProbe, checkpoint: FlowCheckpoint, index: int,
-                   description: str, offset: Any) -> str | None:
+def _source_input(layout: StorageLayout, probe: BacklogProbe, checkpoint: FlowCheckpoint, index: int,
+                  description: str, offset: Any) -> NewInput:
     kafka = _KAFKA.match(description)
     if kafka is not None and isinstance(offset, dict):
         if not set(kafka.group(1).split(",")) <= set(offset):
-            return "a Kafka topic its offsets do not name"
+            return NewInput("a Kafka topic its offsets do not name")
         marks = probe.kafka_watermarks([offset])
         if marks is None:
-            return "the Kafka brokers do not answer"
+            return NewInput("the Kafka brokers do not answer")
         # exactly at each partition's end: a topic recreated or cut by retention under it is Spark's to judge
         if any(position is None or not low <= position <= high for position, low, high in marks):
-            return "a Kafka partition moved under its offsets"
+            return NewInput("a Kafka partition moved under its offsets")
         behind = sum(high - position for position, _, high in marks if position is not None)
-        return f"{behind} new Kafka record(s)" if behind else None
+        return NewInput(f"{behind} new Kafka record(s)" if behind else None, 0, behind)
     match = _SOURCE.match(description)
     if match is None or not isinstance(offset, dict):
-        return f"a source deltaflow cannot check ({description[:80]})"
+        return NewInput(f"a source deltaflow cannot check ({description[:80]})")
     kind, location = match.groups()
-    if kind == "DeltaSource":
-        return _delta_reason(layout, location, offset)
-    return _files_reason(layout, checkpoint, index, location, offset)
+    if kind == "DeltaSource":  # a pipeline table: what is new in it came from this run's other flows
+        reason = _delta_reason(layout, location, offset)
+        return NewInput(None, 0, 0) if reason is None else NewInput(reason)
+    return _files_input(layout, checkpoint, index, location, offset)
 
 
 def _delta_reason(layout: StorageLayout, location: str, offset: dict[str, Any]) -> str | None:
@@ -164,19 +228,20 @@ def _delta_reason(layout: StorageLayout, location: str, offset: dict[str, Any]) 
     return None
 
 
-def _files_reason(layout: StorageLayout, checkpoint: FlowCheckpoint, index: int, location: str,
-                  offset: dict[str, Any]) -> str | None:
+def _files_input(layout: StorageLayout, checkpoint: FlowCheckpoint, index: int, location: str,
+                 offset: dict[str, Any]) -> NewInput:
     folder = urlparse(location)
     if folder.scheme not in ("", "file") or any(c in location for c in "*?[{"):
-        return f"a file source deltaflow cannot list ({location})"
+        return NewInput(f"a file source deltaflow cannot list ({location})")
     if "logOffset" not in offset:
-        return "a file source without a log offset"
+        return NewInput("a file source without a log offset")
     path = unquote(folder.path)
     if not os.path.isdir(path):
-        return f"no folder {path}"
+        return NewInput(f"no folder {path}")
     seen = _logged_files(layout, f"{checkpoint.path}/sources/{index}", int(offset["logOffset"]))
     new = [p for p in _data_files(path) if p not in seen]
-    return f"{len(new)} new file(s) in {path}" if new else None
+    return NewInput(f"{len(new)} new file(s) in {path}" if new else None,
+                    sum(os.path.getsize(p) for p in new), 0)
 
 
 def _logged_files(layout: StorageLayout, log: str, last_batch: int) -> set[str]:
