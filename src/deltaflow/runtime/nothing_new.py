@@ -142,6 +142,8 @@ def new_input(spec: Spec, layout: StorageLayout, graph: PipelineGraph, flows: Se
             except Exception as exc:  # a damaged checkpoint: the run's own repairs are for that
                 found = NewInput(f"its checkpoint cannot be read ({type(exc).__name__})")
             total = total.plus(found, f"flow '{flow.name}': ")
+            if total.reason is not None and not total.small:  # Spark starts, its JVM as usual: enough
+                break
     finally:
         probe.close()
     return total
@@ -179,6 +181,8 @@ def _flow_input(layout: StorageLayout, probe: BacklogProbe, flow: Flow,
     for index, (description, offset) in enumerate(zip(descriptions, offsets, strict=True)):
         found = _source_input(layout, probe, checkpoint, index, description, offset)
         total = total.plus(found)
+        if total.reason is not None and not total.small:
+            break
     return total
 
 
