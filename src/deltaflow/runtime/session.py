@@ -39,9 +39,9 @@ if TYPE_CHECKING:
 
 #: The JIT of a small run's JVM: the C1 compiler only. On a 2-core machine the C2 compiler's threads take
 #: cores from a run that lasts seconds; C1 alone made the orders example's incremental run 17 % faster
-#: (24 -> 20 s) and a 56 MB first run no slower, but a 300 MB one 15 % slower (benchmarks/sdp_orders.py's
-#: docstring). C1 alone keeps compiled code in the 48 MB non-tiered code cache, which a run fills in about
-#: a minute: reserve what tiered compilation would.
+#: (24 -> 20 s) and a 56 MB first run no slower, but a 300 MB one 15 % slower. C1 alone keeps compiled code
+#: in the 48 MB non-tiered code cache, which a run fills in about a minute: reserve what tiered
+#: compilation would.
 SMALL_RUN_JIT = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m"
 
 
