@@ -204,7 +204,7 @@ def _source_input(layout: StorageLayout, probe: BacklogProbe, checkpoint: FlowCh
     if match is None or not isinstance(offset, dict):
         return NewInput(f"a source deltaflow cannot check ({description[:80]})")
     kind, location = match.groups()
-    if kind == "DeltaSource":  # a pipeline table: what is new in it came from this run's other flows
+    if kind == "DeltaSource":  # nothing unread: 0 bytes; versions unread are not measured (unknown)
         reason = _delta_reason(layout, location, offset)
         return NewInput(None, 0, 0) if reason is None else NewInput(reason)
     return _files_input(layout, checkpoint, index, location, offset)
