@@ -52,6 +52,11 @@ _KAFKA = re.compile(r"^KafkaV2\[Subscribe\[(.+)\]\]$")
 _END_INDEX = 2**63 - 1
 
 
+#: The most a run may have to read and still count as small (see ``SMALL_RUN_JIT`` for the measurements).
+SMALL_RUN_BYTES = 128 * 2**20
+SMALL_RUN_RECORDS = 200_000
+
+
 @dataclass(frozen=True)
 class NewInput:
     """What a run that stops by itself has to read, as far as it can be told without a JVM.
@@ -77,6 +82,11 @@ class NewInput:
         return (self.file_bytes is not None and self.kafka_records is not None
                 and self.file_bytes <= SMALL_RUN_BYTES and self.kafka_records <= SMALL_RUN_RECORDS)
 
+    @property
+    def decided(self) -> bool:
+        """Spark starts, and not for a small run, whatever more is found: no need to look further."""
+        return self.reason is not None and not self.small
+
     def plus(self, other: NewInput, where: str = "") -> NewInput:
         """Both: the first reason (``other``'s after ``where``); a size unknown if unknown in either."""
         def add(a: int | None, b: int | None) -> int | None:
@@ -90,11 +100,6 @@ class NewInput:
         """The sizes for a message (``3.1 MB in new files, 0 new Kafka records``)."""
         megabytes = (self.file_bytes or 0) / 1e6
         return f"{megabytes:.1f} MB in new files, {self.kafka_records or 0:,} new Kafka records"
-
-
-#: The most a run may have to read and still count as small (see ``SMALL_RUN_JIT`` for the measurements).
-SMALL_RUN_BYTES = 128 * 2**20
-SMALL_RUN_RECORDS = 200_000
 
 
 def reason_to_start(spec: Spec, layout: StorageLayout, graph: PipelineGraph, flows: Sequence[Flow],
@@ -142,7 +147,7 @@ def new_input(spec: Spec, layout: StorageLayout, graph: PipelineGraph, flows: Se
             except Exception as exc:  # a damaged checkpoint: the run's own repairs are for that
                 found = NewInput(f"its checkpoint cannot be read ({type(exc).__name__})")
             total = total.plus(found, f"flow '{flow.name}': ")
-            if total.reason is not None and not total.small:  # Spark starts, its JVM as usual: enough
+            if total.decided:
                 break
     finally:
         probe.close()
@@ -181,7 +186,7 @@ def _flow_input(layout: StorageLayout, probe: BacklogProbe, flow: Flow,
     for index, (description, offset) in enumerate(zip(descriptions, offsets, strict=True)):
         found = _source_input(layout, probe, checkpoint, index, description, offset)
         total = total.plus(found)
-        if total.reason is not None and not total.small:
+        if total.decided:
             break
     return total
 
