@@ -35,7 +35,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 
@@ -78,14 +78,21 @@ def _options(
 
 
 @contextmanager
-def stop_on_signals() -> Iterator[threading.Event]:
-    """An event set by the first Ctrl-C or SIGTERM; a second one interrupts at once."""
+def stop_on_signals(at_once: bool = False) -> Iterator[threading.Event]:
+    """An event set by the first Ctrl-C or SIGTERM; a second one interrupts at once.
+
+    ``at_once``: the second one ends the process there and then (:func:`end_now`) instead of unwinding
+    through a run whose JVM would print a stack trace for every query it stops.
+    """
     stop = threading.Event()
 
     def handler(signum: int, frame: FrameType | None) -> None:
+        name = signal.Signals(signum).name
         if stop.is_set():
+            if at_once:
+                end_now(name)
             raise KeyboardInterrupt
-        say(f"\n{signal.Signals(signum).name}: stopping after the current batch (again to stop now)...", err)
+        say(f"\n{name}: stopping after the current batch (again to stop now)...", err)
         stop.set()
 
     previous = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
@@ -94,6 +101,21 @@ def stop_on_signals() -> Iterator[threading.Event]:
     finally:
         for s, h in previous.items():
             signal.signal(s, h)
+
+
+def end_now(signal_name: str) -> NoReturn:
+    """End a run at once (exit 130), as a crash would: the next run writes the batches in flight again."""
+    from deltaflow.runtime.session import kill_driver_jvm
+
+    say(f"{signal_name} again: stopped at once; the next run writes the batches in flight again, each once",
+        err)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    quiet = os.open(os.devnull, os.O_WRONLY)
+    for fd in (1, 2):  # the run's other threads, cut off from the JVM, would each log a py4j traceback
+        os.dup2(quiet, fd)
+    kill_driver_jvm()
+    os._exit(130)
 
 
 @app.command()
@@ -154,7 +176,7 @@ def run(
     printer = ProgressPrinter(console=err, quiet=quiet)
     server = start_ui(pipeline, port=ui_port) if ui else None
     try:
-        with stop_on_signals() as stop:
+        with stop_on_signals(at_once=True) as stop:
             outcomes = pipeline.run(mode, interval, stop=stop, plan=plan, on_batch=printer,
                                     on_message=lambda m: say(m, err))
     finally:

@@ -1,7 +1,9 @@
-"""SIGTERM stops `deltaflow run --continuous` between batches; a restart appends nothing again."""
+"""SIGTERM stops `deltaflow run --continuous` between batches; a restart appends nothing again. A second
+one stops it at once, in one line, and the next run writes the batch in flight once."""
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -12,7 +14,7 @@ from pathlib import Path
 import pytest
 from deltalake import DeltaTable
 
-from helpers import Project, cli, cli_env
+from helpers import Project, cli, cli_env, in_flight, wait_for
 
 EVENTS = 3_000
 
@@ -104,3 +106,64 @@ def test_stop_under_steady_input_ends_and_loses_nothing(spark, kafka_bootstrap: 
     result = DeltaTable(project.table("bronze")).to_pyarrow_table(columns=["partition", "offset"])
     pairs = set(zip(result["partition"].to_pylist(), result["offset"].to_pylist(), strict=True))
     assert result.num_rows == len(pairs) == produced
+
+
+STUCK = """
+import os
+import pathlib
+import threading
+
+import deltaflow as dp
+
+@dp.table
+def bronze():
+    return dp.read_files("landing", format="json", schema="id STRING")
+
+@dp.foreach_batch_sink(name="copies")
+def copies(df, batch_id):
+    if os.environ.get("STUCK_SINK"):  # the batch that never ends: only a stop "at once" ends this run
+        pathlib.Path({marker!r}).touch()
+        threading.Event().wait()
+    df.write.format("delta").mode("append").save({copies!r})
+
+@dp.append_flow(target="copies")
+def to_copies():
+    return spark.readStream.table("bronze")
+"""
+
+
+def test_a_second_sigterm_stops_at_once_in_one_line_and_the_next_run_loses_nothing(  # type: ignore[no-untyped-def]
+        spark, tmp_path: Path, capsys) -> None:
+    marker, copies = tmp_path / "stuck", tmp_path / "copies"
+    project = Project(tmp_path / "p", STUCK.format(marker=str(marker), copies=str(copies)))
+    project.drop("0.json", [{"id": f"e{i}"} for i in range(100)])
+    log = tmp_path / "run.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "deltaflow", "run", "--continuous", "--spec",
+                                 str(project.spec_path)], stdout=out, stderr=subprocess.STDOUT,
+                                env={**cli_env(), "STUCK_SINK": "1"}, start_new_session=True)
+    wait_for(marker.exists, 180, "the sink's batch to start", proc, log)
+    proc.send_signal(signal.SIGTERM)  # the graceful stop waits for that batch, which never ends
+    wait_for(lambda: b"stopping after the current batch" in log.read_bytes(), 60, "the first SIGTERM", proc,
+             log)
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=60) == 130
+    output = log.read_text()
+    after = output[output.index("stopping after the current batch"):].splitlines()[1:]
+    assert after == ["SIGTERM again: stopped at once; the next run writes the batches in flight again, "
+                     "each once"], output[-3000:]  # no stack trace of the stopped queries, no Spark log
+    deadline = time.monotonic() + 30
+    while True:  # the Spark JVM (same process group) is gone with it, killed rather than left to linger
+        try:
+            os.killpg(proc.pid, 0)
+        except ProcessLookupError:
+            break
+        assert time.monotonic() < deadline, "the run's JVM outlived it"
+        time.sleep(0.05)
+    assert in_flight(project.checkpoint("copies", "to_copies")), "the stuck batch was not in flight"
+
+    again = cli(capsys, "run", "--spec", str(project.spec_path), "--available-now")  # in-process: not stuck
+    assert again.returncode == 0, again.stderr[-3000:]
+    landed = DeltaTable(str(copies)).to_pyarrow_table(columns=["id"])["id"].to_pylist()
+    assert sorted(landed) == sorted(f"e{i}" for i in range(100))  # each once
+    assert sorted(r["id"] for r in project.rows("bronze")) == sorted(landed)

@@ -184,3 +184,24 @@ def build_session(spec: Spec | None = None, extra: dict[str, str] | None = None,
     if level := os.environ.get("DELTAFLOW_LOG_LEVEL"):  # set by `deltaflow -v`
         spark.sparkContext.setLogLevel(level)
     return spark
+
+
+def kill_driver_jvm() -> None:
+    """SIGKILL the Spark driver JVM this process started, if any: a stop "at once", as a crash would.
+
+    Exactly once holds across a crash (the next run writes the batches in flight again, each once), and a
+    JVM that is killed prints nothing, where one stopped under running queries prints a stack trace for
+    each of them.
+
+    Example:
+        >>> kill_driver_jvm()  # doctest: +SKIP
+
+    """
+    if "pyspark" not in sys.modules:  # no Spark started: nothing to kill, and nothing to import
+        return
+    from pyspark import SparkContext
+
+    proc = getattr(SparkContext._gateway, "proc", None)
+    if proc is not None and proc.poll() is None:
+        proc.kill()
+        proc.wait(timeout=30)
