@@ -81,7 +81,7 @@ def _options(
 def stop_on_signals(at_once: bool = False) -> Iterator[threading.Event]:
     """An event set by the first Ctrl-C or SIGTERM; a second one interrupts at once.
 
-    ``at_once``: the second one ends the process there and then (:func:`end_now`) instead of unwinding
+    ``at_once``: the second one ends the process there and then (:func:`_end_now`) instead of unwinding
     through a run whose JVM would print a stack trace for every query it stops.
     """
     stop = threading.Event()
@@ -90,7 +90,7 @@ def stop_on_signals(at_once: bool = False) -> Iterator[threading.Event]:
         name = signal.Signals(signum).name
         if stop.is_set():
             if at_once:
-                end_now(name)
+                _end_now(name)
             raise KeyboardInterrupt
         say(f"\n{name}: stopping after the current batch (again to stop now)...", err)
         stop.set()
@@ -103,7 +103,7 @@ def stop_on_signals(at_once: bool = False) -> Iterator[threading.Event]:
             signal.signal(s, h)
 
 
-def end_now(signal_name: str) -> NoReturn:
+def _end_now(signal_name: str) -> NoReturn:
     """End a run at once (exit 130), as a crash would: the next run writes the batches in flight again."""
     from deltaflow.runtime.session import kill_driver_jvm
 
