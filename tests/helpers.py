@@ -149,14 +149,19 @@ def wait_for(condition: Callable[[], object], timeout: float, what: str, proc: s
 def kill_group(proc: subprocess.Popen[bytes]) -> None:
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait(timeout=30)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:  # the JVM is in the same group; wait until it is gone too
+    wait_group_gone(proc, "process group survived SIGKILL")
+
+
+def wait_group_gone(proc: subprocess.Popen[Any], what: str, timeout: float = 30) -> None:
+    """Until no process of ``proc``'s group is left (its JVM included); else fail with ``what``."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
         try:
             os.killpg(proc.pid, 0)
         except ProcessLookupError:
             return
         time.sleep(0.01)
-    raise AssertionError("process group survived SIGKILL")
+    raise AssertionError(what)
 
 
 def cli(capsys: Any, *args: str) -> subprocess.CompletedProcess[str]:

@@ -3,7 +3,6 @@ one stops it at once, in one line, and the next run writes the batch in flight o
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
@@ -14,7 +13,7 @@ from pathlib import Path
 import pytest
 from deltalake import DeltaTable
 
-from helpers import Project, cli, cli_env, in_flight, wait_for
+from helpers import Project, cli, cli_env, in_flight, wait_for, wait_group_gone
 
 EVENTS = 3_000
 
@@ -152,14 +151,7 @@ def test_a_second_sigterm_stops_at_once_in_one_line_and_the_next_run_loses_nothi
     after = output[output.index("stopping after the current batch"):].splitlines()[1:]
     assert after == ["SIGTERM again: stopped at once; the next run writes the batches in flight again, "
                      "each once"], output[-3000:]  # no stack trace of the stopped queries, no Spark log
-    deadline = time.monotonic() + 30
-    while True:  # the Spark JVM (same process group) is gone with it, killed rather than left to linger
-        try:
-            os.killpg(proc.pid, 0)
-        except ProcessLookupError:
-            break
-        assert time.monotonic() < deadline, "the run's JVM outlived it"
-        time.sleep(0.05)
+    wait_group_gone(proc, "the run's JVM outlived it")  # killed with it, not left to linger
     assert in_flight(project.checkpoint("copies", "to_copies")), "the stuck batch was not in flight"
 
     again = cli(capsys, "run", "--spec", str(project.spec_path), "--available-now")  # in-process: not stuck
