@@ -46,7 +46,7 @@ from freshness_contestants import (
     stage_intervals,
     wait_for,
 )
-from freshness_load import GoldLog, Load
+from freshness_load import CpuMeter, GoldLog, Load
 from freshness_report import Cell, print_report, save_results, seconds
 from results import machine_line, versions_line
 
@@ -120,14 +120,18 @@ def run_cell(spark: Any, make: Contestant, cell: Cell, root: Path, bootstrap: st
     count = max(1, int(duration / args.probe_interval))
     load = Load(bootstrap, topic, cell.rate, probes=(args.probe_interval, count))
     log = GoldLog(job.gold, job.s3)
+    cpu = CpuMeter(spark.sparkContext._gateway.proc.pid)  # the JVM all queries of both contestants run in
     sent: list[tuple[str, float]] = []
     try:
         wait_for(log, job, lambda: log.events > 0, 300, "first events in gold")
         time.sleep(args.settle)
         load.go.set()
         probes_from = time.time()
+        cpu.start()
         wait_for(log, job, lambda: load.probes() is not None, duration + 60, "end of probes", poll=1.0)
+        cpu.stop()
         probes_until = time.time()
+        cell.machine_cpu, cell.spark_cpu = cpu.machine, cpu.process
         sent = load.probes() or []
         try:
             wait_for(log, job, lambda: all(n in log.first_seen for n, _ in sent), drain, "all probes in gold",

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import math
 import multiprocessing as mp
+import os
 import random
 import time
 from dataclasses import dataclass, field
@@ -115,6 +116,43 @@ class Load:
     def problems(self) -> list[str]:
         return ([m[4] for m in self.messages if m[0] == "generated" and m[4]]
                 + [e for m in self.messages if m[0] == "probes" for e in m[2]])
+
+
+# -- CPU: is the machine saturated while the probes run? ------------------------------------------------
+
+class CpuMeter:
+    """Cores in use between :meth:`start` and :meth:`stop`: the whole machine's, and one process's.
+
+    Read from ``/proc/stat`` (every CPU's busy time) and ``/proc/<pid>/stat`` (the process's user + system
+    time), in clock ticks; on a machine without ``/proc`` both stay NaN.
+    """
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.machine = self.process = math.nan
+        self._began: tuple[float, int, int] | None = None
+
+    def _ticks(self) -> tuple[float, int, int] | None:
+        try:
+            fields = Path("/proc/stat").read_text().splitlines()[0].split()[1:]
+            # everything but idle and iowait is busy; guest time is already in user time
+            busy = sum(int(v) for v in fields[:8]) - int(fields[3]) - int(fields[4])
+            stat = Path(f"/proc/{self.pid}/stat").read_text()
+            own = stat[stat.rindex(")") + 2:].split()  # after the command name, which may hold spaces
+            return time.monotonic(), busy, int(own[11]) + int(own[12])  # utime + stime
+        except (OSError, ValueError, IndexError):
+            return None
+
+    def start(self) -> None:
+        self._began = self._ticks()
+
+    def stop(self) -> None:
+        now = self._ticks()
+        if self._began is None or now is None:
+            return
+        seconds, tick = now[0] - self._began[0], os.sysconf("SC_CLK_TCK")
+        self.machine = (now[1] - self._began[1]) / tick / seconds
+        self.process = (now[2] - self._began[2]) / tick / seconds
 
 
 # -- reading gold: replay the Delta log, each added file read once --------------------------------------

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import statistics
 from dataclasses import dataclass, field
 
@@ -24,6 +25,8 @@ class Cell:
     sent: int = 0
     input_rate: float = 0.0
     generator_cpu: float = 0.0
+    machine_cpu: float = math.nan  # cores busy on the whole machine during the probes
+    spark_cpu: float = math.nan  # cores the Spark JVM used during the probes
     gold_rate: float = 0.0
     batch_seconds: dict[str, float] = field(default_factory=dict)  # median batch duration per stage
     error: str | None = None
@@ -52,7 +55,7 @@ def seconds(quantile: tuple[float, bool]) -> str:
 def print_cells(cells: list[Cell]) -> None:
     print(f"{'rate':>14} {'contestant':13} {'triggers':15} {'p50 s':>6} {'p99 s':>6} {'max s':>6} "
           f"{'seen/sent':>9} {'input/s':>8} {'gold/input':>10} {'p50 halves':>12} {'batch s b/s/g':>15} "
-          f"{'gen CPU':>7}")
+          f"{'gen CPU':>7} {'CPU all/Spark':>13}")
     for cell in cells:
         if cell.error:
             print(f"{cell.rate:>8,.0f} ({cell.fraction:.0%}) {cell.contestant:13} FAILED: {cell.error}")
@@ -65,7 +68,7 @@ def print_cells(cells: list[Cell]) -> None:
               f"{seconds(cell.quantile(0.5))} {seconds(cell.quantile(0.99))} {seconds(cell.quantile(1.0))} "
               f"{len(cell.freshness):>4}/{cell.sent:<4} {cell.input_rate:>8,.0f} "
               f"{cell.gold_rate / cell.input_rate if cell.input_rate else math.nan:>10.2f} {drift:>12} "
-              f"{batches:>15} {cell.generator_cpu:>7.0%}")
+              f"{batches:>15} {cell.generator_cpu:>7.0%} {cell.machine_cpu:>6.2f}/{cell.spark_cpu:<6.2f}")
 
 
 def print_ratios(cells: list[Cell]) -> None:
@@ -100,7 +103,9 @@ def print_report(cells: list[Cell], args: argparse.Namespace) -> None:
           "p50 halves: p50 of the first and second half of the probes (a trend: still catching up, or "
           "falling behind).\n"
           "batch s: median duration of the micro-batches of bronze/silver/gold during the probes.\n"
-          "gen CPU: the load generators' CPU, in cores.\n")
+          "gen CPU: the load generators' CPU, in cores.\n"
+          f"CPU all/Spark: cores busy during the probes, on the whole machine ({os.cpu_count()} cores) "
+          "and in Spark's JVM.\n")
     print_cells(cells)
     print("\nnote: deltaflow's gold is incremental (exact distinct counts through a deduplication state): "
           "each gold batch folds its own rows\ninto the hours it touches; each cell starts on empty tables, "
@@ -117,6 +122,14 @@ def print_report(cells: list[Cell], args: argparse.Namespace) -> None:
               "(compare the measured cells above),\n"
               f"  and {real[1] / 60:.1f} min mean, {real[0] / 60:.1f}-{real[2] / 60:.1f} min, at the real "
               "ones - not measured here; --seed-scale 1 --duration 900 measures it.")
+
+
+def cpu_note(cells: list[Cell]) -> str:
+    """Cores busy in each trigger-0 cell: a saturated machine queues every stage's batches."""
+    parts = [f"{c.contestant} at {c.fraction:.0%}: {c.machine_cpu:.2f} (Spark {c.spark_cpu:.2f})"
+             for c in cells if c.triggers.startswith("0 s") and not c.error]
+    return (f"cores busy during the probes, of {os.cpu_count()}, whole machine (Spark's JVM): "
+            + "; ".join(parts))
 
 
 def save_results(cells: list[Cell], rates: dict[str, float], args: argparse.Namespace) -> None:
@@ -144,8 +157,9 @@ def save_results(cells: list[Cell], rates: dict[str, float], args: argparse.Name
          "seed's three hand-written jobs (approximate distinct counts)", figures,
          notes=[f"one probe every {args.probe_interval:g} s for {args.duration:g} s per cell after "
                 f"{args.settle:g} s of load; each cell starts on empty tables. Gold/input and per-stage "
-                "batch times are in the script's output."],
+                "batch times are in the script's output.", cpu_note(cells)],
          data={"cells": [{"contestant": c.contestant, "fraction": c.fraction, "rate": c.rate,
                           "triggers": c.triggers, "freshness": c.freshness, "unseen": c.unseen,
                           "gold_per_input": c.gold_rate / c.input_rate if c.input_rate else None,
-                          "batch_seconds": c.batch_seconds, "error": c.error} for c in cells]})
+                          "batch_seconds": c.batch_seconds, "machine_cpu": c.machine_cpu,
+                          "spark_cpu": c.spark_cpu, "error": c.error} for c in cells]})
