@@ -135,6 +135,13 @@ def cpu_note(cells: list[Cell]) -> str:
             + "; ".join(parts))
 
 
+#: Kept up: gold gained at least this share of the input during the probes (a gold commit every ~10 s makes
+#: the share over 75 s move by about a tenth) ...
+KEPT_UP_GOLD = 0.85
+#: ... and the second half's median freshness is at most this much above the first half's.
+KEPT_UP_GROWTH = 0.10
+
+
 def kept_up(cell: Cell) -> bool:
     """Whether the pipeline kept up with the cell's input: every probe seen, gold not far behind the input,
     and freshness not growing from the first half of the probes to the second (a growing backlog)."""
@@ -143,13 +150,6 @@ def kept_up(cell: Cell) -> bool:
         return False
     first, second = statistics.median(cell.freshness[:half]), statistics.median(cell.freshness[half:])
     return cell.gold_rate / cell.input_rate >= KEPT_UP_GOLD and second <= first * (1 + KEPT_UP_GROWTH)
-
-
-#: Kept up: gold gained at least this share of the input during the probes (a gold commit every ~10 s makes
-#: the share over 75 s move by about a tenth) ...
-KEPT_UP_GOLD = 0.85
-#: ... and the second half's median freshness is at most this much above the first half's.
-KEPT_UP_GROWTH = 0.10
 
 
 def sustained(cells: list[Cell], contestant: str) -> tuple[float, str]:
