@@ -112,7 +112,7 @@ def print_report(cells: list[Cell], args: argparse.Namespace) -> None:
           "i.e. these are the first minutes of an hour.\n")
     print_ratios(cells)
     for who in ("deltaflow", "hand-written"):
-        if any(c.contestant == who and c.triggers.startswith("0 s") and not c.error for c in cells):
+        if any(c.contestant == who for c in at_trigger_0(cells)):
             print(f"  sustained at trigger 0: {sustained(cells, who)[1]}")
     if args.seed_scale:
         scaled = grid_model(60 * args.seed_scale, 60 * args.seed_scale, 300 * args.seed_scale)
@@ -127,10 +127,15 @@ def print_report(cells: list[Cell], args: argparse.Namespace) -> None:
               "ones - not measured here; --seed-scale 1 --duration 900 measures it.")
 
 
+def at_trigger_0(cells: list[Cell]) -> list[Cell]:
+    """The cells that ran with trigger 0 and did not fail: those the targets are about."""
+    return [c for c in cells if c.triggers.startswith("0 s") and not c.error]
+
+
 def cpu_note(cells: list[Cell]) -> str:
     """Cores busy in each trigger-0 cell, on the whole machine and in Spark's JVM."""
     parts = [f"{c.contestant} at {c.fraction:.0%}: {c.machine_cpu:.2f} (Spark {c.spark_cpu:.2f})"
-             for c in cells if c.triggers.startswith("0 s") and not c.error]
+             for c in at_trigger_0(cells)]
     return (f"cores busy during the probes, of {os.cpu_count()}, whole machine (Spark's JVM): "
             + "; ".join(parts))
 
@@ -155,8 +160,7 @@ def kept_up(cell: Cell) -> bool:
 def sustained(cells: list[Cell], contestant: str) -> tuple[float, str]:
     """The highest trigger-0 input rate ``contestant`` kept up with (else the lowest it fell behind at), and
     what that says."""
-    tried = sorted((c.rate, kept_up(c)) for c in cells
-                   if c.contestant == contestant and c.triggers.startswith("0 s") and not c.error)
+    tried = sorted((c.rate, kept_up(c)) for c in at_trigger_0(cells) if c.contestant == contestant)
     kept = [rate for rate, ok in tried if ok]
     behind = [rate for rate, ok in tried if not ok and (not kept or rate > max(kept))]
     if not kept:
@@ -174,7 +178,7 @@ def save_results(cells: list[Cell], rates: dict[str, float], args: argparse.Name
                               [rates["hand-written"]], "hand-written (seed 000)", higher_is_better=True,
                               note="Kafka -> gold through a backlog in batches of 50,000 events while the "
                               "load generators run; the lower of the two is the base rate of the cells"))
-    contestants = {c.contestant for c in cells if c.triggers.startswith("0 s") and not c.error}
+    contestants = {c.contestant for c in at_trigger_0(cells)}
     if {"deltaflow", "hand-written"} <= contestants:
         (ours, ours_says), (theirs, theirs_says) = (sustained(cells, who)
                                                     for who in ("deltaflow", "hand-written"))
@@ -184,9 +188,8 @@ def save_results(cells: list[Cell], rates: dict[str, float], args: argparse.Name
                               f"seen, gold ≥ {KEPT_UP_GOLD:.0%} of the input, freshness not growing by more "
                               f"than {KEPT_UP_GROWTH:.0%} from the first half of the probes to the second)"))
     pairs: dict[float, dict[str, Cell]] = {}
-    for cell in cells:
-        if cell.triggers.startswith("0 s") and not cell.error:
-            pairs.setdefault(cell.fraction, {})[cell.contestant] = cell
+    for cell in at_trigger_0(cells):
+        pairs.setdefault(cell.fraction, {})[cell.contestant] = cell
     for fraction, pair in sorted(pairs.items()):
         if {"deltaflow", "hand-written"} <= set(pair):
             for q in (0.5, 0.99):
