@@ -313,29 +313,36 @@ def test_cdc_mistakes_are_one_line_errors_at_their_line(spark, make_project: Cal
         Pipeline(spec, spark=spark).dry_run()
 
 
-def test_expired_tombstones_are_dropped_every_hundred_batches(spark, tmp_path) -> None:  # type: ignore[no-untyped-def]
-    from deltaflow.graph import AutoCdc, Flow, SourceLocation
-    from deltaflow.sinks.cdc import CLEANUP_EVERY, AutoCdcWriter
+def test_tombstones_read_from_the_drivers_copy_equal_the_table_and_expire_every_hundred_batches(
+        spark, tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from pyspark.sql.types import IntegerType, StructField
 
-    flow = Flow("f", "t", lambda: None, SourceLocation("defs.py", 1),  # type: ignore[arg-type,return-value]
-                cdc=AutoCdc(keys=("id",), sequence_by=("seq",), apply_as_deletes="op = 'D'"))
-    events = spark.createDataFrame([(1, 5, "D"), (2, 6, "U")], "id INT, seq INT, op STRING")
-    writer = AutoCdcWriter(flow, str(tmp_path / "target"), str(tmp_path / "checkpoint"), retention_seconds=0)
-    writer.prepare(spark, events.schema)
+    from deltaflow.sinks import tombstones as module
 
-    def tombstones() -> list[tuple[int, int]]:
-        found = DeltaTable(writer.tombstones).to_pyarrow_table(columns=["id", "_df_seq"]).to_pylist()
+    tombstones = module.Tombstones(str(tmp_path / "tombstones"), retention_seconds=0)
+    tombstones.create(spark, [StructField("id", IntegerType())], IntegerType())
+
+    def stored() -> list[tuple[int, int]]:
+        found = DeltaTable(tombstones.path).to_pyarrow_table(columns=["id", "_df_seq"]).to_pylist()
         return sorted((r["id"], r["_df_seq"]) for r in found)
 
-    def record(rows: list[tuple[int, int, str]], batch_id: int) -> None:
-        batch = writer._events(spark.createDataFrame(rows, events.schema))
-        writer._record_tombstones(batch, writer._summary(batch), batch_id)
+    def seen() -> list[tuple[int, int]]:
+        return sorted((r["id"], r["_df_seq"]) for r in tombstones.rows(spark).collect())
 
-    record([(1, 5, "D"), (2, 6, "U")], batch_id=1)
-    record([(3, 7, "D")], batch_id=2)
-    assert tombstones() == [(1, 5), (3, 7)]  # appended, expired or not, between clean-ups
-    record([(4, 8, "D")], batch_id=CLEANUP_EVERY)
-    assert tombstones() == [(4, 8)]  # older than the retention (0 s): gone; the batch's own kept
+    def record(rows: list[tuple[int, int]], batch_id: int) -> None:
+        tombstones.record(spark.createDataFrame(rows, "id INT, _df_seq INT"), len(rows), batch_id)
+
+    assert seen() == [] and tombstones._copy is not None  # the copy, taken from the empty table
+    record([(1, 5), (2, 6)], batch_id=1)
+    record([(3, 7)], batch_id=2)
+    assert tombstones._copy is not None and tombstones._copy.num_rows == 3  # extended, not read again
+    assert seen() == stored() == [(1, 5), (2, 6), (3, 7)]  # appended, expired or not, between clean-ups
+    record([(4, 8)], batch_id=module.CLEANUP_EVERY)
+    assert seen() == stored() == [(4, 8)]  # older than the retention (0 s): gone; the batch's own kept
+    monkeypatch.setattr(module, "COPY_LIMIT", 2)  # above it, the table is read every batch
+    record([(5, 9), (6, 10)], batch_id=module.CLEANUP_EVERY + 1)
+    assert tombstones._copy is None
+    assert seen() == stored() == [(4, 8), (5, 9), (6, 10)] and tombstones._copy is None
 
 
 def test_change_feed_for_every_table_from_the_spec(spark, make_project) -> None:  # type: ignore[no-untyped-def]

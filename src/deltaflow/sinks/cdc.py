@@ -6,9 +6,9 @@ SCD type 1 keeps the latest row per key:
   for one target row);
 - across batches, an event whose sequence is not above the target row's is ignored, so an older event
   never overwrites newer state;
-- a delete leaves a *tombstone* (key and sequence) in a small Delta table in the flow's checkpoint folder,
-  so an insert of the same or an older sequence arriving later does not bring the row back. Tombstones are
-  dropped after the target's ``pipelines.cdc.tombstoneGCThresholdInSeconds`` (default two days).
+- a delete leaves a *tombstone* (key and sequence, :mod:`deltaflow.sinks.tombstones`), so an insert of
+  the same or an older sequence arriving later does not bring the row back. Tombstones are dropped after
+  the target's ``pipelines.cdc.tombstoneGCThresholdInSeconds`` (default two days).
 
 SCD type 2 keeps every version, bounded by ``__START_AT`` / ``__END_AT``. For the keys a batch touches,
 the history is rebuilt from the stored versions, the tombstones and the new events, in sequence order,
@@ -17,15 +17,12 @@ the current version.
 
 The target's MERGE carries the flow's ``txnAppId`` / ``txnVersion``, so a batch replayed after a crash
 changes nothing there (see :mod:`deltaflow.sinks.idempotent`). Its tombstones are written after the MERGE
-and without the pair: a replay may append them twice, which no reader can tell apart (tombstones are read
-as the highest sequence per key), and an unstamped commit spares Delta a Spark job over the tombstone
-table's log every batch (measured on two cores: the append went from 0.38–0.47 s to 0.20–0.34 s). A
-replay may read the tombstones its first attempt appended; what it computes from them is not written,
-since its MERGE, committed before them, is skipped.
+and without the pair: a replay may append them twice, which no reader can tell apart. A replay may read
+the tombstones its first attempt appended; what it computes from them is not written, since its MERGE,
+committed before them, is skipped.
 
 Example:
-    >>> tombstones = checkpoint.tombstones  # doctest: +SKIP
-    >>> writer = AutoCdcWriter(flow, target_path, tombstones, retention_seconds=172800)  # doctest: +SKIP
+    >>> writer = AutoCdcWriter(flow, target_path, checkpoint.tombstones, 172800)  # doctest: +SKIP
     >>> query = start_foreach_batch(df, name=flow.name, handler=writer.apply, ...)  # doctest: +SKIP
 
 """
@@ -37,7 +34,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from deltaflow.errors import ConfigError, GraphError, SinkError
-from deltaflow.sinks.idempotent import unstamped
+from deltaflow.sinks.tombstones import SEQUENCE, Tombstones
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -48,9 +45,7 @@ if TYPE_CHECKING:
 START_AT, END_AT = "__START_AT", "__END_AT"
 TOMBSTONE_RETENTION = "pipelines.cdc.tombstoneGCThresholdInSeconds"
 DEFAULT_TOMBSTONE_SECONDS = 2 * 24 * 3600
-CLEANUP_EVERY = 100  # batches between two removals of expired tombstones
-_SEQ, _OP, _RANK, _FRESH, _SRC, _DELETED_AT = "_df_seq", "_df_op", "_df_rank", "_df_fresh", "_df_src", \
-    "_df_deleted_at"
+_SEQ, _OP, _RANK, _FRESH, _SRC = SEQUENCE, "_df_op", "_df_rank", "_df_fresh", "_df_src"
 UPSERT, DELETE, TRUNCATE = "upsert", "delete", "truncate"
 
 
@@ -140,21 +135,17 @@ class AutoCdcWriter:
     def __post_init__(self) -> None:
         self.cdc = _cdc(self.flow)
         self.kept: list[str] = []
+        self.buried = Tombstones(self.tombstones, self.retention_seconds)
 
     def prepare(self, spark: SparkSession, source: StructType) -> None:
         """Check the source's columns and create the tombstone table (so every batch can read it)."""
-        from delta.tables import DeltaTable
-        from pyspark.sql.types import StructField, TimestampType
-
         self.kept = target_columns(self.flow, source)
-        fields = [source[k] for k in self.cdc.keys]
-        fields += [StructField(_SEQ, _sequence_type(self.flow, source)),
-                   StructField(_DELETED_AT, TimestampType())]
-        DeltaTable.createIfNotExists(spark).location(self.tombstones).addColumns(fields).execute()
+        self.buried.create(spark, [source[k] for k in self.cdc.keys], _sequence_type(self.flow, source))
 
     def apply(self, batch: DataFrame, batch_id: int) -> None:
         """Apply one micro-batch (called inside :func:`~deltaflow.sinks.idempotent.idempotent_writes`)."""
         from pyspark import StorageLevel
+        from pyspark.sql import functions as F
 
         events = self._events(batch).persist(StorageLevel.MEMORY_AND_DISK)
         try:
@@ -172,7 +163,8 @@ class AutoCdcWriter:
                 self._scd1(events, summary)
             else:
                 self._scd2(events)
-            self._record_tombstones(events, summary, batch_id)
+            deletes = events.where(F.col(_OP) == DELETE).select(*self.cdc.keys, _SEQ)
+            self.buried.record(deletes, summary.deletes, batch_id)
         finally:
             events.unpersist()
 
@@ -215,30 +207,6 @@ class AutoCdcWriter:
     def _keys_match(self, left: str, right: str) -> str:
         return " AND ".join(f"{left}.`{k}` = {right}.`{k}`" for k in self.cdc.keys)
 
-    def _tombstones(self, session: SparkSession) -> DataFrame:
-        return session.read.format("delta").load(self.tombstones)
-
-    def _record_tombstones(self, events: DataFrame, summary: _Summary, batch_id: int) -> None:
-        """Append the batch's deletes to the tombstones; every ``CLEANUP_EVERY`` batches drop expired ones.
-
-        One commit either way, without the batch's transaction id: a replay may write it again, which no
-        reader can tell (see the module's docstring).
-        """
-        from pyspark.sql import functions as F
-
-        cleanup = batch_id % CLEANUP_EVERY == 0
-        if not summary.deletes and not cleanup:
-            return
-        new = (events.where(F.col(_OP) == DELETE).select(*self.cdc.keys, _SEQ)
-               .withColumn(_DELETED_AT, F.current_timestamp()))
-        writer = new.write.format("delta").mode("append")
-        if cleanup:
-            cutoff = F.expr(f"current_timestamp() - INTERVAL {int(self.retention_seconds)} SECONDS")
-            kept = self._tombstones(events.sparkSession).where(F.col(_DELETED_AT) >= cutoff).localCheckpoint()
-            writer = kept.unionByName(new).write.format("delta").mode("overwrite")
-        with unstamped(events.sparkSession):
-            writer.save(self.tombstones)
-
     # -- SCD type 1 ---------------------------------------------------------------------------------------
 
     def _scd1(self, events: DataFrame, summary: _Summary) -> None:
@@ -266,10 +234,8 @@ class AutoCdcWriter:
         latest = Window.partitionBy(*cdc.keys).orderBy(F.col(_SEQ).desc(), F.col(_RANK).desc())
         winners = (events.withColumn("_df_n", F.row_number().over(latest)).where("_df_n = 1")
                    .withColumn(_FRESH, fresh))
-        tombstones = self._tombstones(session).groupBy(*cdc.keys).agg(F.max(_SEQ).alias(_SEQ)).alias("b")
-        tombstone = F.col(f"b.{_SEQ}")
-        winners = (winners.alias("w").join(tombstones, F.expr(self._keys_match("w", "b")), "left")
-                   .where(tombstone.isNull() | (F.col(f"w.{_SEQ}") > tombstone)).select("w.*"))
+        buried = F.expr(f"{self._keys_match('w', 'b')} AND w.{_SEQ} <= b.{_SEQ}")  # deleted as late or later
+        winners = winners.alias("w").join(self.buried.rows(session).alias("b"), buried, "left_anti")
         newer = f"s.{_SEQ} > {self._sequence_of('t')}" + (" OR true" if summary.truncates else "")
         value: dict[str, str | Column] = {c: f"s.`{c}`" for c in self.kept}
         if cdc.ignore_null_updates:
@@ -308,7 +274,7 @@ class AutoCdcWriter:
         stored = target.alias("t").join(touched, F.expr(self._keys_match("t", "k")), "left_semi")
         stored_versions = stored.select(*self.kept, F.col(START_AT).alias(_SEQ), F.lit(UPSERT).alias(_OP),
                                         F.lit(0).alias(_RANK), F.lit(0).alias(_SRC))
-        tombs = self._tombstones(session).alias("t")
+        tombs = self.buried.rows(session).alias("t")
         deletes = tombs.join(touched, F.expr(self._keys_match("t", "k")), "left_semi").select(
             *[F.col(k) for k in cdc.keys],
             *[F.lit(None).cast(target.schema[c].dataType).alias(c) for c in self._values],
