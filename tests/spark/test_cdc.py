@@ -6,6 +6,7 @@ Change events arrive as JSON file drops; every table is read back with ``deltala
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import threading
 from collections.abc import Callable
@@ -311,6 +312,23 @@ def test_cdc_mistakes_are_one_line_errors_at_their_line(spark, make_project: Cal
     spec = load_spec(project.spec_path)
     with pytest.raises(GraphError, match=message):
         Pipeline(spec, spark=spark).dry_run()
+
+
+@pytest.mark.parametrize(("events", "message"), [
+    ([(1, 1, "I"), (2, None, "I"), (None, 3, "I"), (3, None, "U")],
+     "2 event(s) have a null sequence_by (seq)"),
+    ([(1, 1, "I"), (None, 2, "I")], "1 event(s) have a null key (id)"),
+])
+def test_an_event_without_a_key_or_a_sequence_stops_the_flow_and_applies_nothing(  # type: ignore[no-untyped-def]
+        spark, make_project, events: list[tuple[int | None, int | None, str]], message: str) -> None:
+    project = make_project(ERRORS.format(key="id", read='dp.read_stream("changes")'))
+    project.drop("1.json", [{"id": i, "seq": q, "op": o} for i, q, o in events])
+    with pytest.raises(FlowError, match=rf"auto CDC flow 'target': {re.escape(message)}"):
+        run(spark, project)
+    assert rows(project, "target") == []  # the batch's good events are not applied either: it runs again
+    with pytest.raises(FlowError, match=re.escape(message)):
+        run(spark, project)
+    assert rows(project, "target") == []
 
 
 def test_tombstones_read_from_the_drivers_copy_equal_the_table_and_expire_every_hundred_batches(
