@@ -56,7 +56,7 @@ def archive_file() -> Path | None:
 
 
 def _recorded_with(java: Path) -> list[str]:
-    """What an archive depends on: the JVM build, the pyspark installation, every jar's size and time."""
+    """What an archive depends on: the JVM, pyspark, every jar's size and time, the recorded pipeline."""
     import pyspark  # the version and the place only; pyspark's import does not start a JVM
 
     libjvm = next(java.parent.parent.glob("lib/server/libjvm.so"), java)
@@ -64,8 +64,9 @@ def _recorded_with(java: Path) -> list[str]:
     # The JVM refuses an archive when a jar it was recorded from has another size or time (a reinstall).
     jars = sorted([*(pyspark_dir / "jars").glob("*.jar"), *jar_dir("spark").glob("*.jar")])
     files = hashlib.sha256("".join(f"{j}:{j.stat().st_size}:{j.stat().st_mtime_ns}" for j in jars).encode())
+    pipeline = hashlib.sha256(_DEFINITIONS.encode()).hexdigest()[:16]
     return [str(java), str(libjvm.stat().st_mtime_ns), str(pyspark_dir), pyspark.__version__,
-            files.hexdigest()]
+            files.hexdigest(), pipeline]
 
 
 def java_options() -> str:
@@ -99,7 +100,9 @@ def _remove_orphans(current: Path) -> None:
 
 
 # The pipeline the archive is built from: a file source, an expectation, an append, an auto-CDC MERGE, a
-# change feed and a materialized view, so the classes of each sink kind are in it.
+# change feed, a full materialized view, a deduplication within a watermark, and by-window views recomputed
+# and incremental, so the classes of each sink kind are in it. (Measured on the orders example: the two
+# by-window kinds and the deduplication made a first run 4 % and an incremental one 5 % faster.)
 _DEFINITIONS = '''
 from pyspark.sql import functions as F
 
@@ -108,7 +111,7 @@ import deltaflow as dp
 @dp.table
 @dp.expect_or_quarantine("has_id", "id IS NOT NULL")
 def bronze():
-    return dp.read_files("landing", schema="id STRING, seq BIGINT, n INT")
+    return dp.read_files("landing", schema="id STRING, seq BIGINT, n INT, ts TIMESTAMP")
 
 dp.create_streaming_table("latest", table_properties={"delta.enableChangeDataFeed": "true"})
 dp.create_auto_cdc_flow(target="latest", source="bronze", keys=["id"], sequence_by="seq")
@@ -120,6 +123,20 @@ def audit():
 @dp.materialized_view
 def totals():
     return spark.read.table("latest").groupBy("id").agg(F.sum("n").alias("n"))
+
+@dp.table
+def deduped():
+    return spark.readStream.table("bronze").withWatermark("ts", "1 day").dropDuplicatesWithinWatermark(["id"])
+
+@dp.materialized_view(refresh=dp.by_window("ts", "1 day"))
+def daily():
+    return (spark.read.table("deduped").groupBy(F.window("ts", "1 day"), "id")
+            .agg(F.count("seq").alias("c"), F.sum("n").alias("s"), F.avg("n").alias("a")))
+
+@dp.materialized_view(refresh=dp.by_window("ts", "1 hour"))
+def hourly():
+    return (spark.read.table("bronze").groupBy(F.window("ts", "1 hour"), "id")
+            .agg(F.count("*").alias("c"), F.countDistinct("seq").alias("d"), F.sum("n").alias("s")))
 '''
 
 
@@ -143,7 +160,8 @@ def build_archive(force: bool = False, log: Callable[[str], None] = print) -> Pa
         project = Path(tmp)
         (project / "landing").mkdir()
         (project / "landing" / "0.json").write_text("\n".join(
-            json.dumps({"id": str(i % 7) if i % 11 else None, "seq": i, "n": i}) for i in range(50)))
+            json.dumps({"id": str(i % 7) if i % 11 else None, "seq": i, "n": i,
+                        "ts": f"2026-01-01T{i % 24:02d}:00:00"}) for i in range(50)))
         (project / "definitions.py").write_text(_DEFINITIONS)
         (project / "deltaflow.yml").write_text("name: class-archive\nstorage: ./storage\n"
                                                "libraries: [definitions.py]\n")
