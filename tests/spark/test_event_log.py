@@ -9,7 +9,6 @@ import sys
 from typing import Any
 
 import pytest
-from deltalake import DeltaTable
 
 from deltaflow.errors import FlowError
 from deltaflow.pipeline import Pipeline
@@ -45,12 +44,13 @@ def run(spark, project: Project) -> None:  # type: ignore[no-untyped-def]
 
 
 def events(project: Project) -> list[dict[str, Any]]:
-    return DeltaTable(project.layout.event_log).to_pyarrow_table().to_pylist()
+    layout = project.layout
+    return list(layout.open_table(layout.event_log).to_pyarrow_table().to_pylist())
 
 
 def test_every_batch_and_flow_end_is_logged_and_status_reads_it_without_spark(  # type: ignore[no-untyped-def]
-        spark, make_project, capsys, monkeypatch) -> None:
-    project = make_project(PIPELINE)
+        spark, make_project, capsys, monkeypatch, storage) -> None:
+    project = make_project(PIPELINE, s3=storage)
     project.drop("a.json", numbered("a", [1, 2, 0]))
     project.drop("b.json", numbered("b", [3]))
     run(spark, project)

@@ -9,7 +9,6 @@ import time
 from collections import defaultdict
 from collections.abc import Callable
 from datetime import datetime
-from pathlib import Path
 
 import pytest
 from deltalake import DeltaTable
@@ -71,7 +70,7 @@ class Pipeline:
         tmp.rename(self.landing / f"batch-{self.files:03d}.json")
 
     def rows(self, table: str) -> list[dict[str, object]]:
-        return DeltaTable(self.project.table(table)).to_pyarrow_table().to_pylist()
+        return self.project.rows(table)
 
     def run(self, spark, plan: RunPlan | None = None) -> PipelineRun:  # type: ignore[no-untyped-def]
         run = Facade.load(self.project.spec_path, spark=spark).start("available_now", plan=plan)
@@ -216,9 +215,10 @@ def test_a_failing_flow_stops_alone_and_the_run_names_it(spark, make_project) ->
         "g1", "g2"]
 
 
-def versions_row_counts(path: str) -> list[int]:
-    table = DeltaTable(path)
-    return [DeltaTable(path, version=v).to_pyarrow_dataset().count_rows() for v in range(table.version() + 1)]
+def versions_row_counts(project: Project, table: str) -> list[int]:
+    layout, path = project.layout, project.table(table)
+    return [layout.open_table(path, version=v).to_pyarrow_dataset().count_rows()
+            for v in range(layout.open_table(path).version() + 1)]
 
 
 def test_refresh_runs_only_what_is_asked_and_what_it_needs(spark, pipeline: Pipeline) -> None:
@@ -229,22 +229,24 @@ def test_refresh_runs_only_what_is_asked_and_what_it_needs(spark, pipeline: Pipe
     assert pipeline.rows("gold") == []  # created (its schema is known) but not computed
 
 
-def test_full_refresh_rebuilds_downstream_atomically(spark, pipeline: Pipeline) -> None:
+def test_full_refresh_rebuilds_downstream_atomically(  # type: ignore[no-untyped-def]
+        spark, make_project, storage) -> None:
+    pipeline = Pipeline(make_project(PIPELINE, s3=storage))
     pipeline.drop([event(f"e{i}", "u1", "p1", f"2025-05-01T10:{i:02d}:00Z", 1.0) for i in range(20)])
     pipeline.run(spark)
     silver_before = sorted(str(r["id"]) for r in pipeline.rows("silver"))
     gold_before = actual_gold(pipeline.rows("gold"))
-    bronze_version = DeltaTable(pipeline.project.table("bronze")).version()
+    layout = pipeline.project.layout
+    bronze_version = layout.open_table(layout.table("bronze")).version()
 
     pipeline.run(spark, RunPlan(full_refresh=frozenset({"silver"})))
 
-    layout = pipeline.project.layout
     assert [layout.current_generation(d, d) for d in ("bronze", "silver", "gold")] == [0, 1, 1]
     assert sorted(str(r["id"]) for r in pipeline.rows("silver")) == silver_before
     assert actual_gold(pipeline.rows("gold")) == gold_before
-    assert DeltaTable(pipeline.project.table("bronze")).version() == bronze_version
+    assert layout.open_table(layout.table("bronze")).version() == bronze_version
     # readers never saw silver empty: every version after the first data holds all rows
-    counts = versions_row_counts(pipeline.project.table("silver"))
+    counts = versions_row_counts(pipeline.project, "silver")
     first_data = next(i for i, n in enumerate(counts) if n)
     assert set(counts[first_data:]) == {20}
     assert FullRefresh(layout, "silver").pending() is None
@@ -256,7 +258,9 @@ def test_full_refresh_rebuilds_downstream_atomically(spark, pipeline: Pipeline) 
     assert actual_gold(pipeline.rows("gold")) == expected_gold(pipeline.rows("silver"))
 
 
-def test_an_interrupted_full_refresh_is_finished_by_the_next_run(spark, pipeline: Pipeline) -> None:
+def test_an_interrupted_full_refresh_is_finished_by_the_next_run(  # type: ignore[no-untyped-def]
+        spark, make_project, storage) -> None:
+    pipeline = Pipeline(make_project(PIPELINE, s3=storage))
     pipeline.drop([event(f"e{i}", "u1", "p1", f"2025-05-01T10:{i:02d}:00Z", 1.0) for i in range(5)])
     pipeline.run(spark)
     layout = pipeline.project.layout
@@ -266,4 +270,4 @@ def test_an_interrupted_full_refresh_is_finished_by_the_next_run(spark, pipeline
     assert FullRefresh(layout, "silver").pending() is None
     assert layout.current_generation("silver", "silver") == 1
     assert sorted(str(r["id"]) for r in pipeline.rows("silver")) == [f"e{i}" for i in range(5)]
-    assert not Path(layout.staging("silver")).exists()
+    assert not layout.fs.exists(layout.staging("silver"))
