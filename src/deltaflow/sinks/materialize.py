@@ -8,7 +8,8 @@ batch replayed after a crash is skipped by Delta instead of written twice.
 
 With :func:`deltaflow.by_window`, only the windows the new rows fall in are recomputed, from every row of
 the inputs in those windows (so late rows and distinct counts stay exact), and replaced with
-``replaceWhere``; a batch touching more than :data:`MAX_WINDOWS` windows recomputes everything. A view
+``replaceWhere``; a batch touching more than :data:`MAX_WINDOWS` windows recomputes everything, and so does
+every batch while the view's inputs are small (:data:`FULL_BELOW_BYTES`). A view
 by window whose query is one decomposable aggregation over one append-only table is not recomputed at
 all: each batch of new rows is aggregated alone and folded in (:mod:`deltaflow.sinks.incremental`).
 
@@ -40,6 +41,11 @@ if TYPE_CHECKING:
     from deltaflow.storage import FlowCheckpoint
 
 MAX_WINDOWS = 64
+#: Inputs this small are recomputed whole: scanning them costs less than finding the touched windows and
+#: replacing their rows (replaceWhere on a data column reads the view's files for the rows it keeps). On
+#: the orders example (1.3 MB of silver) a by-window batch took 3.3 s, a whole recompute 2.2 s. A view
+#: recording a change feed keeps the windows, so its feed holds the changed windows only.
+FULL_BELOW_BYTES = 64 * 2**20
 _UNLIMITED = 2**31 - 1  # files per trigger: a view's first batch takes its input's snapshot whole
 _WINDOW_START, _WINDOW_END, _FULL = "_df_window_start", "_df_window_end", "_df_full"
 
@@ -66,6 +72,8 @@ class MaterializedView:
         self.path = self.layout.table(self.name)
         self.refreshes = 0
         self._app_id: str | None = None
+        # None: not known yet; True while its inputs are small; False once they are not (they only grow)
+        self._small: bool | None = False if self.resolver.records_changes(self.name) else None
         self.plan = plan_view(self.resolver, self.name)
         self.incremental = None if isinstance(self.plan, str) else IncrementalRefresh(self, self.plan)
 
@@ -130,6 +138,14 @@ class MaterializedView:
         if refresh is None:
             self.refresh_all(batch_id, session)
             return
+        if self._small is not False:
+            if batch.isEmpty():
+                return
+            whole = self.resolver.rebuild(self.flow, spark=session)
+            self._small = input_bytes(whole) <= FULL_BELOW_BYTES
+            if self._small:
+                self.write(whole, batch_id)
+                return
         touched = batch.groupBy(_WINDOW_START, _WINDOW_END).agg(F.max(_FULL).alias(_FULL)).collect()
         if not touched:
             return
@@ -189,6 +205,12 @@ def outdated(resolver: Resolver, name: str) -> bool:
         return False
     plan = plan_view(resolver, name)
     return layout.fs.read_text(checkpoint.view_plan) != (None if isinstance(plan, str) else plan.signature)
+
+
+def input_bytes(df: DataFrame) -> int:
+    """The bytes ``df`` reads: its relations as Spark's planner sizes them (a Delta snapshot's, no job)."""
+    leaves = df._jdf.queryExecution().optimizedPlan().collectLeaves()
+    return sum(int(leaves.apply(i).stats().sizeInBytes()) for i in range(leaves.size()))
 
 
 def _in_windows(column: str, windows: list[tuple[int, int]]) -> Column:
