@@ -2,22 +2,17 @@
 
 from __future__ import annotations
 
-import json
 from typing import Annotated
 
 import typer
-from rich.console import Console
+
+from deltaflow.dev.server_cli import JsonOption, answer_status, say
 
 cluster_app = typer.Typer(help="Run a Spark standalone master and workers on loopback (tests, demo).",
                           no_args_is_help=True)
-out = Console(highlight=False)
 
 MasterPortOption = Annotated[int, typer.Option("--port", help="The master's port on 127.0.0.1 (its web UI: "
                                                "port + 1).")]
-
-
-def _say(text: str) -> None:
-    out.print(text, markup=False, soft_wrap=True, highlight=False)
 
 
 @cluster_app.command("start")
@@ -29,8 +24,8 @@ def cluster_start(port: MasterPortOption = 7077,
     from deltaflow.dev.spark_cluster import LocalSparkCluster
 
     master = LocalSparkCluster(port, workers, cores, memory).start()
-    _say(f"cluster: {master} with {workers} worker(s) of {cores} core(s), {memory}; run a pipeline on it "
-         f"with configuration: {{spark.master: {master}}}")
+    say(f"cluster: {master} with {workers} worker(s) of {cores} core(s), {memory}; run a pipeline on it "
+        f"with configuration: {{spark.master: {master}}}")
 
 
 @cluster_app.command("stop")
@@ -38,20 +33,15 @@ def cluster_stop(port: MasterPortOption = 7077) -> None:
     """Stop the workers and the master."""
     from deltaflow.dev.spark_cluster import LocalSparkCluster
 
-    _say("cluster: stopped" if LocalSparkCluster(port).stop() else "cluster: was not running")
+    say("cluster: stopped" if LocalSparkCluster(port).stop() else "cluster: was not running")
 
 
 @cluster_app.command("status")
-def cluster_status(port: MasterPortOption = 7077,
-                   as_json: Annotated[bool, typer.Option("--json", help="JSON.")] = False) -> None:
+def cluster_status(port: MasterPortOption = 7077, as_json: JsonOption = False) -> None:
     """Say whether the master answers and how many workers are alive; exit 1 when it does not answer."""
     from deltaflow.dev.spark_cluster import LocalSparkCluster
 
     state = LocalSparkCluster(port).status()
-    if as_json:
-        _say(json.dumps({"master": state.master, "running": state.running, "workers": state.workers}))
-    else:
-        _say(f"cluster: {state.master}, {state.workers} worker(s) alive" if state.running
-             else f"cluster: no master answers at {state.master}")
-    if not state.running:
-        raise typer.Exit(1)
+    answer_status(state.running, {"master": state.master, "running": state.running, "workers": state.workers},
+                  f"cluster: {state.master}, {state.workers} worker(s) alive" if state.running
+                  else f"cluster: no master answers at {state.master}", as_json)

@@ -2,25 +2,19 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
+
+from deltaflow.dev.server_cli import JsonOption, answer_status, say
 
 kafka_app = typer.Typer(help="Run an embedded Apache Kafka broker on loopback (development, tests, demo).",
                         no_args_is_help=True)
-out = Console(highlight=False)
 
 PortOption = Annotated[int, typer.Option("--port", help="Broker port on 127.0.0.1.")]
 StateOption = Annotated[Path | None, typer.Option("--state-dir", help="Broker data and logs "
                                                   "(default: $DELTAFLOW_HOME/kafka).")]
-JsonOption = Annotated[bool, typer.Option("--json", help="JSON instead of a line of text.")]
-
-
-def _say(text: str) -> None:
-    out.print(text, markup=False, soft_wrap=True, highlight=False)
 
 
 @kafka_app.command("start")
@@ -30,7 +24,7 @@ def kafka_start(port: PortOption = 19092, state_dir: StateOption = None) -> None
 
     broker = EmbeddedKafka(state_dir=state_dir, port=port)
     bootstrap = broker.start()
-    _say(f"kafka: running at {bootstrap} (data and logs in {broker.status().state_dir})")
+    say(f"kafka: running at {bootstrap} (data and logs in {broker.status().state_dir})")
 
 
 @kafka_app.command("stop")
@@ -39,7 +33,7 @@ def kafka_stop(port: PortOption = 19092, state_dir: StateOption = None) -> None:
     from deltaflow.dev.broker import EmbeddedKafka
 
     was_running = EmbeddedKafka(state_dir=state_dir, port=port).stop()
-    _say("kafka: stopped" if was_running else "kafka: was not running")
+    say("kafka: stopped" if was_running else "kafka: was not running")
 
 
 @kafka_app.command("status")
@@ -49,12 +43,8 @@ def kafka_status(port: PortOption = 19092, state_dir: StateOption = None,
     from deltaflow.dev.broker import EmbeddedKafka
 
     state = EmbeddedKafka(state_dir=state_dir, port=port).status()
-    if as_json:
-        _say(json.dumps({"running": state.running, "bootstrap": state.bootstrap, "pid": state.pid,
-                         "log_file": str(state.log_file), "state_dir": str(state.state_dir)}))
-    elif state.running:
-        _say(f"kafka: running at {state.bootstrap} (pid {state.pid}, log {state.log_file})")
-    else:
-        _say(f"kafka: not running (state in {state.state_dir})")
-    if not state.running:
-        raise typer.Exit(1)
+    line = (f"kafka: running at {state.bootstrap} (pid {state.pid}, log {state.log_file})" if state.running
+            else f"kafka: not running (state in {state.state_dir})")
+    answer_status(state.running, {"running": state.running, "bootstrap": state.bootstrap, "pid": state.pid,
+                                  "log_file": str(state.log_file), "state_dir": str(state.state_dir)},
+                  line, as_json)

@@ -2,24 +2,18 @@
 
 from __future__ import annotations
 
-import json
 from typing import Annotated
 
 import typer
-from rich.console import Console
+
+from deltaflow.dev.server_cli import JsonOption, answer_status, say
 
 s3_app = typer.Typer(help="Run a local S3-compatible server on loopback (development, tests, demo).",
                      no_args_is_help=True)
-out = Console(highlight=False)
 
 S3PortOption = Annotated[int, typer.Option("--port", help="Server port on 127.0.0.1.")]
 BucketOption = Annotated[list[str] | None, typer.Option("--bucket", help="A bucket to create (repeatable; "
                                                         "default: lake).")]
-JsonOption = Annotated[bool, typer.Option("--json", help="JSON instead of a line.")]
-
-
-def _say(text: str) -> None:
-    out.print(text, markup=False, soft_wrap=True, highlight=False)
 
 
 @s3_app.command("start")
@@ -28,8 +22,8 @@ def s3_start(port: S3PortOption = 19000, bucket: BucketOption = None) -> None:
     from deltaflow.dev.s3_server import ACCESS_KEY, SECRET_KEY, LocalS3
 
     endpoint = LocalS3(port).start(bucket or ["lake"])
-    _say(f"s3: running at {endpoint}, buckets {', '.join(bucket or ['lake'])} "
-         f"(any keys work; the demo's: {ACCESS_KEY} / {SECRET_KEY})")
+    say(f"s3: running at {endpoint}, buckets {', '.join(bucket or ['lake'])} "
+        f"(any keys work; the demo's: {ACCESS_KEY} / {SECRET_KEY})")
 
 
 @s3_app.command("stop")
@@ -37,7 +31,7 @@ def s3_stop(port: S3PortOption = 19000) -> None:
     """Stop the server (its objects are gone)."""
     from deltaflow.dev.s3_server import LocalS3
 
-    _say("s3: stopped" if LocalS3(port).stop() else "s3: was not running")
+    say("s3: stopped" if LocalS3(port).stop() else "s3: was not running")
 
 
 @s3_app.command("status")
@@ -46,10 +40,6 @@ def s3_status(port: S3PortOption = 19000, as_json: JsonOption = False) -> None:
     from deltaflow.dev.s3_server import LocalS3
 
     state = LocalS3(port).status()
-    if as_json:
-        _say(json.dumps({"running": state.running, "endpoint": state.endpoint, "pid": state.pid,
-                         "log_file": str(state.log_file)}))
-    else:
-        _say(f"s3: running at {state.endpoint} (pid {state.pid})" if state.running else "s3: not running")
-    if not state.running:
-        raise typer.Exit(1)
+    line = f"s3: running at {state.endpoint} (pid {state.pid})" if state.running else "s3: not running"
+    answer_status(state.running, {"running": state.running, "endpoint": state.endpoint, "pid": state.pid,
+                                  "log_file": str(state.log_file)}, line, as_json)

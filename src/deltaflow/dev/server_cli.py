@@ -1,0 +1,36 @@
+"""What the local servers' commands share (``deltaflow kafka|s3|cluster start|stop|status``).
+
+Example:
+    >>> answer_status(True, {"running": True, "port": 19000}, "s3: running")  # doctest: +SKIP
+    s3: running
+
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+
+_out = Console(highlight=False)
+
+JsonOption = Annotated[bool, typer.Option("--json", help="JSON instead of a line of text.")]
+
+
+def say(text: str) -> None:
+    """Print ``text`` as it is: no markup, no highlighting, never cut."""
+    _out.print(text, markup=False, soft_wrap=True, highlight=False)
+
+
+def answer_status(running: bool, fields: dict[str, Any], line: str, as_json: bool = False) -> None:
+    """Print a server's state (``fields`` as JSON, or ``line``), then exit 1 when it is not running.
+
+    Raises:
+        typer.Exit: With code 1, when the server is not running.
+
+    """
+    say(json.dumps(fields) if as_json else line)
+    if not running:
+        raise typer.Exit(1)
