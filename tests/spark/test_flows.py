@@ -67,3 +67,47 @@ def test_append_flows_feed_one_table_each_from_its_own_checkpoint(spark, make_pr
     assert rows(project, "throttled") == expected
     for flow in ("web", "shop"):
         assert (project.checkpoint("all_orders", flow, generation=1) / "offsets").is_dir()
+
+
+UDFS = """
+import deltaflow as dp
+from pyspark.sql import functions as F
+
+DOMAIN_MARK = "#masked"
+
+
+def mask(email):  # a plain function of this file, called by the UDFs below
+    user, _, domain = email.partition("@")
+    return f"{user[:1]}***@{domain}{DOMAIN_MARK}"
+
+
+mask_email = F.udf(lambda email: None if email is None else mask(email), "string")
+
+
+@F.pandas_udf("int")
+def domain_length(emails):
+    return emails.str.split("@").str[1].str.len()
+
+
+@dp.table
+def bronze():
+    return dp.read_files("landing", schema="id INT, email STRING")
+
+
+@dp.table
+def silver():
+    return spark.readStream.table("bronze").select(
+        "id", mask_email("email").alias("email"), domain_length("email").alias("domain_length"))
+"""
+
+
+def test_python_udfs_of_a_definition_file_run_in_sparks_python_workers(spark, make_project) -> None:
+    """Spark runs UDFs in Python worker processes of their own, which cannot import a definition file
+    (it runs as a script): its functions, and what they call, travel pickled by value, as they do to a
+    cluster's executors."""
+    project = make_project(UDFS)
+    project.drop("1.json", [{"id": 1, "email": "ada@example.org"}, {"id": 2, "email": "bo@x.io"}])
+    run(spark, project)
+    silver = sorted((r["id"], r["email"], r["domain_length"])
+                    for r in DeltaTable(project.table("silver")).to_pyarrow_table().to_pylist())
+    assert silver == [(1, "a***@example.org#masked", 11), (2, "b***@x.io#masked", 4)]
