@@ -18,7 +18,7 @@ from deltaflow.pipeline import Pipeline as Facade
 from deltaflow.runtime.refresh import FullRefresh
 from deltaflow.runtime.run_plan import RunPlan
 from deltaflow.runtime.runner import PipelineRun
-from deltaflow.sinks import materialize
+from deltaflow.sinks import incremental, materialize
 from helpers import Project
 
 PIPELINE = """
@@ -120,12 +120,13 @@ def test_silver_cleans_and_dedups_across_restarts(spark, pipeline: Pipeline) -> 
     assert len(pipeline.rows("bronze")) == 7  # bronze keeps everything
 
 
-@pytest.mark.parametrize("mode", ["incremental", "recomputed", "recomputed whole"])
+@pytest.mark.parametrize("mode", ["incremental", "incremental whole", "recomputed", "recomputed whole"])
 def test_gold_is_exact_with_late_events_and_replays_change_nothing(  # type: ignore[no-untyped-def]
         spark, make_project, monkeypatch, mode: str) -> None:
-    pipeline = Pipeline(make_project(PIPELINE if mode == "incremental" else RECOMPUTED))
-    if mode == "recomputed":  # by window, however small its input ("recomputed whole": these few rows are)
+    pipeline = Pipeline(make_project(PIPELINE if mode.startswith("incremental") else RECOMPUTED))
+    if not mode.endswith("whole"):  # by window, however small the view and its input (these few rows are)
         monkeypatch.setattr(materialize, "FULL_BELOW_BYTES", 0)
+        monkeypatch.setattr(incremental, "REWRITE_BELOW_BYTES", 0)
     pipeline.drop([event(f"e{i}", f"u{i % 3}", f"p{i % 2}", f"2025-05-01T{10 + i % 3}:{i:02d}:00Z", 1.0 + i)
                    for i in range(30)])
     pipeline.run(spark)
@@ -145,12 +146,12 @@ def test_gold_is_exact_with_late_events_and_replays_change_nothing(  # type: ign
     assert gold[(eleven, "p0")] == before[(eleven, "p0")]              # untouched hour kept as it was
     last = DeltaTable(pipeline.project.table("gold")).history(1)[0]
     assert last["operation"] == "WRITE"  # one commit
-    if mode == "recomputed whole":  # every row replaced
+    if mode.endswith("whole"):  # every row replaced
         parameters = last["operationParameters"]
         assert parameters["mode"] == "Overwrite" and "predicate" not in parameters
     else:  # only the touched hours were replaced
         assert "IN (timestamp_micros" in last["operationParameters"]["predicate"]
-    if mode == "incremental":  # from the batch alone: 3 (hour, product, user) never seen were let through
+    if mode.startswith("incremental"):  # from the batch alone: 3 (hour, product, user) never seen let through
         batches = [p for p in run.queries["gold"].recentProgress if p.numInputRows]
         assert [op.numRowsUpdated for p in batches for op in p.stateOperators] == [3]
 

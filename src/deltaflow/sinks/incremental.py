@@ -35,6 +35,9 @@ if TYPE_CHECKING:
     from deltaflow.sinks.incremental_plan import IncrementalPlan, Measure
     from deltaflow.sinks.materialize import MaterializedView
 
+#: A view this small is rewritten whole by each batch (its stored rows with the batch's partial values
+#: folded in): one write, where replaceWhere reads the view's files for the rows it keeps.
+REWRITE_BELOW_BYTES = 16 * 2**20
 _PAIR = "_df_pair"  # on a deduplicated pair: which distinct measure it counts (null on input rows)
 
 
@@ -82,6 +85,8 @@ class IncrementalRefresh:
             if batch_id == 0:  # a new checkpoint: its state starts empty, and so does the view
                 self.view.layout.fs.write_text(self.view.checkpoint.view_plan, self.plan.signature)
                 self.view.write(_folded(stored.where(F.lit(False)), partial, self.plan), batch_id)
+            elif starts and self.view.whole_is_cheaper(stored, REWRITE_BELOW_BYTES):
+                self.view.write(_folded(stored, partial, self.plan), batch_id)
             elif starts:
                 touched = F.col(output).isin([F.timestamp_micros(F.lit(s)) for s in starts])
                 self.view.write(_folded(stored.where(touched), partial, self.plan), batch_id,

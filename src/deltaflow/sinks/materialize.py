@@ -142,8 +142,7 @@ class MaterializedView:
             if batch.isEmpty():
                 return
             whole = self.resolver.rebuild(self.flow, spark=session)
-            self._small = input_bytes(whole) <= FULL_BELOW_BYTES
-            if self._small:
+            if self.whole_is_cheaper(whole, FULL_BELOW_BYTES):
                 self.write(whole, batch_id)
                 return
         touched = batch.groupBy(_WINDOW_START, _WINDOW_END).agg(F.max(_FULL).alias(_FULL)).collect()
@@ -157,6 +156,16 @@ class MaterializedView:
                     if refresh.column in self.resolver.schemas[name].names}
         self.write(self.resolver.rebuild(self.flow, restrict, session), batch_id,
                    replace_where=window_predicate(refresh.output, [start for start, _ in windows]))
+
+    def whole_is_cheaper(self, df: DataFrame, limit: int) -> bool:
+        """Whether a batch should replace every row of the view, ``df``, rather than some windows' rows.
+
+        So while what ``df`` reads is at most ``limit`` bytes, unless the view records a change feed (which
+        then holds the changed windows only). Once larger, it stays so for the run: tables only grow.
+        """
+        if self._small is not False:
+            self._small = input_bytes(df) <= limit
+        return self._small
 
     def write(self, df: DataFrame, batch_id: int | None, replace_where: str | None = None) -> None:
         """Replace the view's rows (those ``replace_where`` selects) with ``df``, once per ``batch_id``."""
