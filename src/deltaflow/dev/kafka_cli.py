@@ -7,7 +7,8 @@ from typing import Annotated
 
 import typer
 
-from deltaflow.dev.server_cli import JsonOption, answer_status, say
+from deltaflow.cli_shared import say
+from deltaflow.dev.server_cli import JsonOption, answer_status
 
 kafka_app = typer.Typer(help="Run an embedded Apache Kafka broker on loopback (development, tests, demo).",
                         no_args_is_help=True)

@@ -12,16 +12,10 @@ import json
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 
-_out = Console(highlight=False)
+from deltaflow.cli_shared import say
 
 JsonOption = Annotated[bool, typer.Option("--json", help="JSON instead of a line of text.")]
-
-
-def say(text: str) -> None:
-    """Print ``text`` as it is: no markup, no highlighting, never cut."""
-    _out.print(text, markup=False, soft_wrap=True, highlight=False)
 
 
 def answer_status(running: bool, fields: dict[str, Any], line: str, as_json: bool = False) -> None:
