@@ -72,7 +72,8 @@ class MaterializedView:
         self.path = self.layout.table(self.name)
         self.refreshes = 0
         self._app_id: str | None = None
-        # None: not known yet; True while its inputs are small; False once they are not (they only grow)
+        # whether a batch replaces the whole view: None not known yet, True while what that reads is small,
+        # False once it is not (tables only grow) or when the view records a change feed
         self._small: bool | None = False if self.resolver.records_changes(self.name) else None
         self.plan = plan_view(self.resolver, self.name)
         self.incremental = None if isinstance(self.plan, str) else IncrementalRefresh(self, self.plan)
@@ -158,10 +159,15 @@ class MaterializedView:
                    replace_where=window_predicate(refresh.output, [start for start, _ in windows]))
 
     def whole_is_cheaper(self, df: DataFrame, limit: int) -> bool:
-        """Whether a batch should replace every row of the view, ``df``, rather than some windows' rows.
+        """Whether a batch should replace every row of the view rather than some windows' rows.
 
-        So while what ``df`` reads is at most ``limit`` bytes, unless the view records a change feed (which
-        then holds the changed windows only). Once larger, it stays so for the run: tables only grow.
+        So while ``df`` reads at most ``limit`` bytes, unless the view records a change feed (which then
+        holds the changed windows only). Once larger, it stays so for the run: tables only grow.
+
+        Args:
+            df: What a whole replacement reads (the view's query over its inputs, or the view itself).
+            limit: Up to how many bytes of it the whole replacement is the cheaper one.
+
         """
         if self._small is not False:
             self._small = input_bytes(df) <= limit
