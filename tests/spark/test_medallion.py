@@ -10,6 +10,7 @@ from collections import defaultdict
 from collections.abc import Callable
 from datetime import datetime
 
+import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
 
@@ -165,6 +166,24 @@ def test_gold_is_exact_with_late_events_and_replays_change_nothing(  # type: ign
     assert DeltaTable(pipeline.project.table("gold")).version() == version
     assert (checkpoint / "commits" / commits[-1].name).exists()  # the replayed batch did commit
     assert actual_gold(pipeline.rows("gold")) == gold
+
+
+def test_a_view_recording_its_change_feed_replaces_only_the_windows_a_batch_touches(  # type: ignore[no-untyped-def]
+        spark, make_project) -> None:
+    """However small its input, so that its feed holds the changed windows' rows only."""
+    declared = '@dp.materialized_view(refresh=dp.by_window("ts", "1 hour"))'
+    assert declared in RECOMPUTED
+    pipeline = Pipeline(make_project(RECOMPUTED.replace(declared, declared[:-1] + (
+        ', table_properties={"delta.enableChangeDataFeed": "true"})'))))
+    pipeline.drop([event(f"e{i}", "u1", f"p{i % 2}", f"2025-05-01T1{i % 2}:00:00Z", 1.0) for i in range(4)])
+    pipeline.run(spark)
+    pipeline.drop([event("late", "u2", "p0", "2025-05-01T10:30:00Z", 5.0)])
+    pipeline.run(spark)
+    assert actual_gold(pipeline.rows("gold")) == expected_gold(pipeline.rows("silver"))
+    gold = DeltaTable(pipeline.project.table("gold"))
+    assert "IN (timestamp_micros" in gold.history(1)[0]["operationParameters"]["predicate"]
+    changes = pa.table(gold.load_cdf(starting_version=gold.version())).to_pylist()
+    assert {(c["window"]["start"].hour, c["product"]) for c in changes} == {(10, "p0")}
 
 
 def test_gold_is_fresh_within_a_trigger_of_silver(spark, pipeline: Pipeline) -> None:
