@@ -157,17 +157,19 @@ def kept_up(cell: Cell) -> bool:
     return cell.gold_rate / cell.input_rate >= KEPT_UP_GOLD and second <= first * (1 + KEPT_UP_GROWTH)
 
 
-def sustained(cells: list[Cell], contestant: str) -> tuple[float, str]:
-    """The highest trigger-0 input rate ``contestant`` kept up with (else the lowest it fell behind at), and
-    what that says."""
+def sustained(cells: list[Cell], contestant: str) -> tuple[float, str, bool]:
+    """The highest trigger-0 input rate ``contestant`` kept up with (else the lowest it fell behind at, then
+    an upper bound), what that says, and whether it is such a bound."""
     tried = sorted((c.rate, kept_up(c)) for c in at_trigger_0(cells) if c.contestant == contestant)
     kept = [rate for rate, ok in tried if ok]
     behind = [rate for rate, ok in tried if not ok and (not kept or rate > max(kept))]
     if not kept:
-        return min(behind), f"{contestant}: fell behind at every rate tried, so below {min(behind):,.0f}"
+        below = min(behind)
+        return below, f"{contestant}: fell behind at every rate tried, so below {below:,.0f}", True
+    says = f"{contestant}: kept up at {max(kept):,.0f}, "
     if not behind:
-        return max(kept), f"{contestant}: kept up at {max(kept):,.0f}, the highest rate tried (at least that)"
-    return max(kept), f"{contestant}: kept up at {max(kept):,.0f}, fell behind at {min(behind):,.0f}"
+        return max(kept), says + "the highest rate tried (at least that)", False
+    return max(kept), says + f"fell behind at {min(behind):,.0f}", False
 
 
 def save_results(cells: list[Cell], rates: dict[str, float], args: argparse.Namespace) -> None:
@@ -180,10 +182,11 @@ def save_results(cells: list[Cell], rates: dict[str, float], args: argparse.Name
                               "load generators run; the lower of the two is the base rate of the cells"))
     contestants = {c.contestant for c in at_trigger_0(cells)}
     if {"deltaflow", "hand-written"} <= contestants:
-        (ours, ours_says), (theirs, theirs_says) = (sustained(cells, who)
-                                                    for who in ("deltaflow", "hand-written"))
+        (ours, ours_says, below), (theirs, theirs_says, _) = (sustained(cells, who)
+                                                              for who in ("deltaflow", "hand-written"))
         figures.append(Figure("highest sustainable rate, whole pipeline, trigger 0", "events/s", [ours],
                               [theirs], "hand-written (seed 000)", higher_is_better=True, target=1.0,
+                              upper_bound=below,
                               note=f"of the cells' rates: {ours_says}; {theirs_says} (kept up: every probe "
                               f"seen, gold ≥ {KEPT_UP_GOLD:.0%} of the input, freshness not growing by more "
                               f"than {KEPT_UP_GROWTH:.0%} from the first half of the probes to the second)"))

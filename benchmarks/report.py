@@ -47,6 +47,10 @@ def verdict(figure: dict[str, Any]) -> str:
     return "met" if figure["met"] else "**not met**"
 
 
+def advantage(figure: dict[str, Any]) -> str:
+    return f"{'< ' if figure.get('upper_bound') else ''}{figure['advantage']:.2f}×"
+
+
 def target(figure: dict[str, Any]) -> str:
     if figure["target"] is None:
         return "–"
@@ -60,7 +64,7 @@ def summary(results: list[dict[str, Any]]) -> list[str]:
         for f in result["figures"]:
             lines.append(f"| [{result['name']}](#{result['name'].replace('_', '-')}) | {f['what']} | "
                          f"{number(median(f['deltaflow']))} {f['unit']} | {f['against']}: "
-                         f"{number(median(f['baseline']))} {f['unit']} | {f['advantage']:.2f}× | {target(f)} "
+                         f"{number(median(f['baseline']))} {f['unit']} | {advantage(f)} | {target(f)} "
                          f"| {verdict(f)} |")
     return lines
 
@@ -74,7 +78,7 @@ def section(result: dict[str, Any]) -> list[str]:
     for f in result["figures"]:
         ours, theirs = f["deltaflow"], f["baseline"]
         lines.append(f"| {f['what']} | {number(median(ours))}{spread(ours)} {f['unit']} | {f['against']}: "
-                     f"{number(median(theirs))}{spread(theirs)} {f['unit']} | {f['advantage']:.2f}× | "
+                     f"{number(median(theirs))}{spread(theirs)} {f['unit']} | {advantage(f)} | "
                      f"{target(f)} {verdict(f) if f['met'] is not None else ''} |")
     notes = [f"- {f['what']}: {f['note']}" for f in result["figures"] if f["note"]]
     notes += [f"- {note}" for note in result["notes"]]

@@ -44,6 +44,9 @@ class Figure:
     target: float | None = None
     target_text: str = ""  # the target as the issue words it, e.g. "≤ 1.5× a bare SparkSession start"
     note: str = ""
+    # deltaflow's figure bounds its value from above (e.g. "fell behind at every rate tried, so below it"):
+    # the advantage is at most the one computed, and no target is met on it
+    upper_bound: bool = False
 
     @property
     def advantage(self) -> float:
@@ -52,7 +55,7 @@ class Figure:
 
     @property
     def met(self) -> bool | None:
-        return None if self.target is None else self.advantage >= self.target
+        return None if self.target is None else self.advantage >= self.target and not self.upper_bound
 
     def as_json(self) -> dict[str, Any]:
         return {**asdict(self), "advantage": round(self.advantage, 4), "met": self.met}
