@@ -17,7 +17,7 @@ $(STAMP): pyproject.toml
 	@command -v mvn >/dev/null || { echo "setup: mvn (Maven) not found"; exit 1; }
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[dev,bench]'
+	$(BIN)/pip install -q -e '.[dev]'
 	touch $(STAMP)
 
 browser:  # the headless browser of the dashboard's test: Chromium and its driver, from the OS's packages
@@ -51,6 +51,7 @@ lint: setup
 	$(BIN)/mypy
 
 bench: setup  # every benchmark (~75 min on 2 cores), then benchmarks/REPORT.md
+	$(BIN)/pip install -q -e '.[bench]'  # SDP (the sdp_orders comparison) and the report's chart
 	$(BIN)/python benchmarks/bronze_ingest.py
 	$(BIN)/python benchmarks/freshness.py
 	$(BIN)/python benchmarks/gold_batches.py

@@ -15,7 +15,7 @@ from pathlib import Path
 from statistics import median
 from typing import Any
 
-from results import RESULTS
+from results import RESULTS, need
 
 HERE = Path(__file__).resolve().parent
 ORDER = ["bronze_ingest", "freshness", "gold_batches", "cdc_merge", "quality", "compaction", "restart",
@@ -95,6 +95,7 @@ def chart(results: list[dict[str, Any]]) -> Path | None:
     cells = [c for c in cells if c["freshness"] and c["triggers"].startswith("0 s")]
     if not cells:
         return None
+    need("matplotlib", "the freshness chart")
     import matplotlib
 
     matplotlib.use("Agg")

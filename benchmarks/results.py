@@ -61,6 +61,15 @@ class Figure:
         return {**asdict(self), "advantage": round(self.advantage, 4), "met": self.met}
 
 
+def need(module: str, what: str) -> None:
+    """Stop in one line when ``module`` (a benchmark extra, not installed by ``make setup``) is missing."""
+    import importlib.util
+
+    if importlib.util.find_spec(module) is None:
+        raise SystemExit(f"{what} needs the Python package '{module}': .venv/bin/pip install -e '.[bench]' "
+                         "('make bench' installs it)")
+
+
 def machine() -> str:
     memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
     return (f"{platform.machine()}, {os.cpu_count()} cores, {memory:.0f} GiB RAM, {platform.system()} "

@@ -39,7 +39,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from results import Figure, machine_line, save, versions_line
+from results import Figure, machine_line, need, save, versions_line
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "orders"
 RUNS = ("cold", "incremental", "no-op")
@@ -227,6 +227,7 @@ def main() -> None:
     parser.add_argument("--new", type=int, default=2, help="new order files before the incremental run")
     parser.add_argument("--orders", type=int, default=2000, help="orders per file")
     args = parser.parse_args()
+    need("grpc", "Spark Declarative Pipelines (pyspark[pipelines])")
     began = time.monotonic()
     print(f"machine: {machine_line()}\nversions: {versions_line()}")
     print(f"{args.files} files of {args.orders:,} orders, then {args.new} new files, then none; a new "
