@@ -45,7 +45,7 @@ def run(spark, project: Project) -> None:  # type: ignore[no-untyped-def]
 
 def events(project: Project) -> list[dict[str, Any]]:
     layout = project.layout
-    return list(layout.open_table(layout.event_log).to_pyarrow_table().to_pylist())
+    return layout.open_table(layout.event_log).to_pyarrow_table().to_pylist()
 
 
 def test_every_batch_and_flow_end_is_logged_and_status_reads_it_without_spark(  # type: ignore[no-untyped-def]

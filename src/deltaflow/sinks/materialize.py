@@ -9,9 +9,9 @@ batch replayed after a crash is skipped by Delta instead of written twice.
 With :func:`deltaflow.by_window`, only the windows the new rows fall in are recomputed, from every row of
 the inputs in those windows (so late rows and distinct counts stay exact), and replaced with
 ``replaceWhere``; a batch touching more than :data:`MAX_WINDOWS` windows recomputes everything, and so does
-every batch while the view's inputs are small (:data:`FULL_BELOW_BYTES`). A view
-by window whose query is one decomposable aggregation over one append-only table is not recomputed at
-all: each batch of new rows is aggregated alone and folded in (:mod:`deltaflow.sinks.incremental`).
+every batch while the view's inputs are small (:data:`FULL_BELOW_BYTES`). A view by window whose query is
+one decomposable aggregation over one append-only table is not recomputed at all: each batch of new rows
+is aggregated alone and folded in (:mod:`deltaflow.sinks.incremental`).
 
 Example:
     >>> checkpoint = layout.checkpoint("gold_hourly", "gold_hourly")  # doctest: +SKIP
