@@ -53,18 +53,18 @@ def seconds(quantile: tuple[float, bool]) -> str:
 
 
 def print_cells(cells: list[Cell]) -> None:
-    print(f"{'rate':>14} {'contestant':13} {'triggers':15} {'p50 s':>6} {'p99 s':>6} {'max s':>6} "
+    print(f"{'rate':>14} {'contestant':19} {'triggers':15} {'p50 s':>6} {'p99 s':>6} {'max s':>6} "
           f"{'seen/sent':>9} {'input/s':>8} {'gold/input':>10} {'p50 halves':>12} {'batch s b/s/g':>15} "
           f"{'gen CPU':>7} {'CPU all/Spark':>13}")
     for cell in cells:
         if cell.error:
-            print(f"{cell.rate:>8,.0f} ({cell.fraction:.0%}) {cell.contestant:13} FAILED: {cell.error}")
+            print(f"{cell.rate:>8,.0f} ({cell.fraction:.0%}) {cell.contestant:19} FAILED: {cell.error}")
             continue
         half = len(cell.freshness) // 2
         first, second = cell.freshness[:half], cell.freshness[half:]
         drift = f"{statistics.median(first):.1f}→{statistics.median(second):.1f}" if half else "-"
         batches = "/".join(f"{cell.batch_seconds.get(s, math.nan):.1f}" for s in ("bronze", "silver", "gold"))
-        print(f"{cell.rate:>8,.0f} ({cell.fraction:.0%}) {cell.contestant:13} {cell.triggers:15} "
+        print(f"{cell.rate:>8,.0f} ({cell.fraction:.0%}) {cell.contestant:19} {cell.triggers:15} "
               f"{seconds(cell.quantile(0.5))} {seconds(cell.quantile(0.99))} {seconds(cell.quantile(1.0))} "
               f"{len(cell.freshness):>4}/{cell.sent:<4} {cell.input_rate:>8,.0f} "
               f"{cell.gold_rate / cell.input_rate if cell.input_rate else math.nan:>10.2f} {drift:>12} "

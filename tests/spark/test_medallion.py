@@ -168,6 +168,42 @@ def test_gold_is_exact_with_late_events_and_replays_change_nothing(  # type: ign
     assert actual_gold(pipeline.rows("gold")) == gold
 
 
+def test_a_recomputed_views_first_batch_starts_at_its_inputs_newest_rows_and_recomputes_everything(  # type: ignore[no-untyped-def]
+        spark, make_project, monkeypatch) -> None:
+    """Its driver starts at the input's newest version that adds rows, not at its whole snapshot."""
+    monkeypatch.setattr(materialize, "FULL_BELOW_BYTES", 0)  # later batches by window
+    pipeline = Pipeline(make_project(RECOMPUTED))
+    only_silver = RunPlan(refresh=frozenset({"silver"}))
+    pipeline.drop([event(f"e{i}", f"u{i % 2}", "p1", f"2025-05-01T10:{i:02d}:00Z", 1.0 + i)
+                   for i in range(5)])
+    pipeline.run(spark, only_silver)
+    pipeline.drop([event(f"f{i}", "u7", "p2", f"2025-05-01T11:{i:02d}:00Z", 2.0) for i in range(2)])
+    pipeline.run(spark, only_silver)  # silver: two versions with rows; gold not run yet
+
+    pipeline.run(spark)
+    checkpoint = pipeline.project.checkpoint("gold")
+    end = json.loads((checkpoint / "offsets" / "0").read_text().splitlines()[-1])
+    assert end["isStartingVersion"] is False  # read from a version on, not from a snapshot
+    gold = actual_gold(pipeline.rows("gold"))
+    assert gold == expected_gold(pipeline.rows("silver")) and len(gold) == 2  # both hours, every row
+
+    # Batch 0 replayed (a crash between gold's Delta commit and its checkpoint's): skipped by Delta.
+    version = DeltaTable(pipeline.project.table("gold")).version()
+    (checkpoint / "commits" / "0").unlink()
+    (checkpoint / "commits" / ".0.crc").unlink(missing_ok=True)
+    pipeline.run(spark)
+    assert (checkpoint / "commits" / "0").exists()
+    assert DeltaTable(pipeline.project.table("gold")).version() == version
+    assert actual_gold(pipeline.rows("gold")) == gold
+
+    # The restarted driver goes on from batch 0's end: a late row recomputes its hour only.
+    pipeline.drop([event("late", "u9", "p1", "2025-05-01T10:59:00Z", 10.0)])
+    pipeline.run(spark)
+    assert actual_gold(pipeline.rows("gold")) == expected_gold(pipeline.rows("silver"))
+    assert "IN (timestamp_micros" in DeltaTable(pipeline.project.table("gold")).history(1)[0][
+        "operationParameters"]["predicate"]
+
+
 def test_a_view_recording_its_change_feed_replaces_only_the_windows_a_batch_touches(  # type: ignore[no-untyped-def]
         spark, make_project) -> None:
     """However small its input, so that its feed holds the changed windows' rows only."""

@@ -22,6 +22,7 @@ Example:
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -38,7 +39,7 @@ if TYPE_CHECKING:
 
     from deltaflow.resolve.resolver import Resolver
     from deltaflow.runtime.triggers import Trigger
-    from deltaflow.storage import FlowCheckpoint
+    from deltaflow.storage import FlowCheckpoint, StorageLayout
 
 MAX_WINDOWS = 64
 #: Inputs this small are recomputed whole: scanning them costs less than finding the touched windows and
@@ -110,6 +111,12 @@ class MaterializedView:
             reader = spark.readStream.format("delta")
             if self.resolver.rewrites(name):
                 reader = reader.option("ignoreChanges", "true")  # a rewrite is new data for us
+            # Batch 0 recomputes the whole view (see _on_batch), so it need not read the input's snapshot:
+            # from its newest data version on is enough to start. That spares a new checkpoint's first
+            # batch Delta's listing of the snapshot, and every restart whose last batch is batch 0 the
+            # same listing again (Spark asks the source for that batch once more).
+            if (newest := newest_data_version(self.layout, name)) is not None:
+                reader = reader.option("startingVersion", str(newest))
             df = reader.load(self.layout.table(name))
             if refresh is not None and refresh.column in df.columns:
                 window = F.window(refresh.column, refresh.duration)
@@ -136,7 +143,7 @@ class MaterializedView:
             return
         refresh = self.dataset.refresh
         session = batch.sparkSession
-        if refresh is None:
+        if refresh is None or batch_id == 0:  # batch 0 of a checkpoint: not every input row (see _driver)
             self.refresh_all(batch_id, session)
             return
         if self._small is not False:
@@ -220,6 +227,22 @@ def outdated(resolver: Resolver, name: str) -> bool:
         return False
     plan = plan_view(resolver, name)
     return layout.fs.read_text(checkpoint.view_plan) != (None if isinstance(plan, str) else plan.signature)
+
+
+def newest_data_version(layout: StorageLayout, dataset: str, look_back: int = 100) -> int | None:
+    """The newest version of ``dataset``'s table that adds rows (None: none of the last ``look_back``).
+
+    Read from the table's Delta log (its newest commit files), without a JVM.
+    """
+    versions = sorted((int(name[:-5]) for name in layout.fs.list(layout.delta_log(dataset))
+                       if name.endswith(".json") and name[:-5].isdigit()), reverse=True)
+    for version in versions[:look_back]:
+        text = layout.fs.read_text(layout.commit_file(dataset, version)) or ""
+        for line in filter(str.strip, text.splitlines()):
+            add = json.loads(line).get("add")
+            if add is not None and add.get("dataChange", True):
+                return version
+    return None
 
 
 def input_bytes(df: DataFrame) -> int:
