@@ -21,7 +21,7 @@ and gold's own share of the cold and incremental runs, from silver's last commit
 (Delta commit timestamps). The contestants alternate which goes first; the first round is a warm-up and is
 not counted.
 
-    .venv/bin/python benchmarks/sdp_orders.py [--rounds 2] [--files 20] [--new 2] [--orders 2000]
+    .venv/bin/python benchmarks/sdp_orders.py [--rounds 4] [--files 20] [--new 2] [--orders 2000]
 """
 
 from __future__ import annotations
@@ -222,7 +222,7 @@ def one_round(tmp: Path, index: int, args: argparse.Namespace, wall: dict[str, d
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=2, help="counted rounds, after one warm-up round")
+    parser.add_argument("--rounds", type=int, default=4, help="counted rounds, after one warm-up round")
     parser.add_argument("--files", type=int, default=20, help="order files before the cold run")
     parser.add_argument("--new", type=int, default=2, help="new order files before the incremental run")
     parser.add_argument("--orders", type=int, default=2000, help="orders per file")
@@ -258,8 +258,8 @@ def main() -> None:
                 "SDP recomputes the whole materialized view in every run, the no-op run included; deltaflow "
                 "recomputes it when silver has new rows (whole while silver is small, as here; by day "
                 "otherwise) and does nothing when nothing is new. deltaflow's gold in the incremental run "
-                "includes its query's restart (about 1.1 s: Spark asks Delta for the view's first batch, "
-                "the initial snapshot, again).",
+                "includes its query's restart; its view's driver starts at silver's newest version with "
+                "rows, so that restart does not list silver's snapshot again.",
                 "SDP's silver reads the landing folder, not bronze (SDP 4.2 cannot register a Python flow "
                 "that deduplicates a pipeline table; see the script's docstring); the gold tables were "
                 "equal after every run."])
