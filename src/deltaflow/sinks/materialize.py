@@ -4,7 +4,9 @@ A view is refreshed by a small streaming query over the pipeline tables it reads
 micro-batch of new rows upstream triggers a refresh, so the view is fresh within one trigger. The refresh
 is built on the micro-batch's own session and written as a Delta overwrite inside
 :func:`~deltaflow.sinks.idempotent.idempotent_writes` (the flow's checkpoint identity and the batch id): a
-batch replayed after a crash is skipped by Delta instead of written twice.
+batch replayed after a crash is skipped by Delta instead of written twice. The driver's first batch
+recomputes the whole view, so the driver starts at each input's newest version that adds rows
+(:func:`newest_data_version`), not at the input's whole snapshot.
 
 With :func:`deltaflow.by_window`, only the windows the new rows fall in are recomputed, from every row of
 the inputs in those windows (so late rows and distinct counts stay exact), and replaced with
