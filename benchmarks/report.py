@@ -80,7 +80,7 @@ def section(result: dict[str, Any]) -> list[str]:
         lines.append(f"| {f['what']} | {number(median(ours))}{spread(ours)} {f['unit']} | {f['against']}: "
                      f"{number(median(theirs))}{spread(theirs)} {f['unit']} | {advantage(f)} | "
                      f"{target(f)} {verdict(f) if f['met'] is not None else ''} |")
-    notes = [f"- {f['what']}: {f['note']}" for f in result["figures"] if f["note"]]
+    notes = list(dict.fromkeys(f"- {f['what']}: {f['note']}" for f in result["figures"] if f["note"]))
     notes += [f"- {note}" for note in result["notes"]]
     if notes:
         lines += ["", *notes]
