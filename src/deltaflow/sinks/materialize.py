@@ -113,10 +113,8 @@ class MaterializedView:
             reader = spark.readStream.format("delta")
             if self.resolver.rewrites(name):
                 reader = reader.option("ignoreChanges", "true")  # a rewrite is new data for us
-            # Batch 0 recomputes the whole view (see _on_batch), so it need not read the input's snapshot:
-            # from its newest data version on is enough to start. That spares a new checkpoint's first
-            # batch Delta's listing of the snapshot, and every restart whose last batch is batch 0 the
-            # same listing again (Spark asks the source for that batch once more).
+            # Not the snapshot (see the module docstring): Delta lists it in a Spark job for batch 0, and
+            # again at each restart while batch 0 is the last (Spark asks the source for it once more).
             if (newest := newest_data_version(self.layout, name)) is not None:
                 reader = reader.option("startingVersion", str(newest))
             df = reader.load(self.layout.table(name))
