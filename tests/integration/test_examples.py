@@ -89,8 +89,8 @@ def test_clickstream_gold_equals_a_batch_recomputation(spark, kafka_bootstrap, t
     folder = use_example("clickstream", tmp_path, monkeypatch, kafka_bootstrap)
     create_topic(kafka_bootstrap, "clicks", partitions=3)
     rng = random.Random(11)
-    # Half past the current hour, so that each hour the assertions below expect holds events whatever the clock
-    # says: from "now", the last three hours reach 30 minutes into hour -3 and the next hour 30 minutes into +1.
+    # Half past the hour, so that every hour the assertions below expect holds events whatever the clock says:
+    # from "now", the last three hours reach 30 minutes into hour -3, the next hour 30 minutes into hour +1.
     now = floor(datetime.now(UTC), timedelta(hours=1)) + timedelta(minutes=30)
 
     def events(start: timedelta, end: timedelta, count: int) -> list[dict[str, Any]]:
