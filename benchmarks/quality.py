@@ -12,10 +12,14 @@ timestamp) with ``maxFilesPerTrigger=1``, so one commit is one micro-batch, trig
   "amount > 0")``: each bad record goes to the quarantine table with its reason and position, in the same
   idempotent batch as the good rows, and every batch's counts go to the event log.
 
-Figures: rows/s over all batches and the per-batch p50 / p99, as ratios. The script checks that deltaflow
-accounts for every input row (silver + quarantine + dropped) and prints how the two silvers differ.
+Both run in one SparkSession, one at a time, each round into fresh tables and checkpoints. A warm-up round
+runs first and is discarded; then ``--rounds`` rounds alternate the order (deltaflow first in odd rounds,
+the hand-written job first in even ones). Figures: rows/s over a round's batches, as the median of the
+rounds with their spread, and the per-batch duration over all counted rounds, as ratios. After every round
+the script checks that deltaflow accounted for every input row (silver + quarantine + dropped), exiting
+with 1 if not, and it prints how the two silvers differ.
 
-    .venv/bin/python benchmarks/quality.py [--rows 200000] [--batches 6]
+    .venv/bin/python benchmarks/quality.py [--rows 200000] [--batches 6] [--rounds 3]
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ import sys
 import tempfile
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -110,14 +115,49 @@ def p99(millis: list[int]) -> float:
     return sorted(millis)[math.ceil(0.99 * len(millis)) - 1] / 1000
 
 
+@dataclass
+class Round:
+    """One round's figures and what each contestant's silver holds."""
+
+    ours_rate: float
+    hand_rate: float
+    ours_ms: list[int]
+    hand_ms: list[int]
+    silver: int
+    reasons: dict[str, int]
+    dropped: int
+    hand_silver: int
+
+
+def one_round(spark: Any, bronze: str, out: Path, deltaflow_first: bool) -> Round:
+    """Both contestants over the whole bronze table, in the given order, and deltaflow's accounting."""
+    order = [("deltaflow", deltaflow_job), ("hand", hand_written)]
+    done = {name: job(spark, bronze, out / name) for name, job in (order if deltaflow_first else order[::-1])}
+    (ours_rows, ours_ms), (hand_rows, hand_ms) = done["deltaflow"], done["hand"]
+    layout = Pipeline.load(out / "deltaflow").layout
+    quarantine = spark.read.format("delta").load(layout.quarantine("silver"))
+    reasons = {r["reason"]: r["count"] for r in quarantine.selectExpr("failed_expectations[0] AS reason")
+               .groupBy("reason").count().collect()}
+    log = spark.read.format("delta").load(layout.event_log).where("flow = 'silver'")
+    return Round(ours_rate=ours_rows / (sum(ours_ms) / 1000), hand_rate=hand_rows / (sum(hand_ms) / 1000),
+                 ours_ms=ours_ms, hand_ms=hand_ms,
+                 silver=spark.read.format("delta").load(layout.table("silver")).count(), reasons=reasons,
+                 dropped=sum(json.loads(r["expectations"])["_dropped"] for r in log.collect()
+                             if r["expectations"]),
+                 hand_silver=spark.read.format("delta").load(str(out / "hand" / "silver")).count())
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=200_000, help="rows per bronze commit (micro-batch)")
     parser.add_argument("--batches", type=int, default=6)
+    parser.add_argument("--rounds", type=int, default=3, help="counted rounds, after one warm-up round")
     args = parser.parse_args()
     began = time.monotonic()
     print(f"machine: {machine_line()}")
+    total = args.rows * args.batches
     tmp = Path(tempfile.mkdtemp(prefix="deltaflow-quality-"))
+    rounds: list[Round] = []
     try:
         spark = build_session(extra={"spark.sql.shuffle.partitions": "4",
                                      "spark.sql.warehouse.dir": str(tmp / "wh")})
@@ -125,51 +165,52 @@ def main() -> None:
         print(f"versions: {versions_line(spark)}")
         bronze = str(tmp / "bronze")
         write_bronze(spark, bronze, args.rows, args.batches)
-        total = args.rows * args.batches
         print(f"bronze: {args.batches} commits of {args.rows:,} records, {BAD_SHARE:.0%} malformed in 4 ways")
-        hand_rows, hand_ms = hand_written(spark, bronze, tmp / "hand")
-        ours_rows, ours_ms = deltaflow_job(spark, bronze, tmp / "deltaflow")
-        layout = Pipeline.load(tmp / "deltaflow").layout
-        silver = spark.read.format("delta").load(layout.table("silver")).count()
-        quarantine = spark.read.format("delta").load(layout.quarantine("silver"))
-        reasons = {r["reason"]: r["count"] for r in quarantine.selectExpr("failed_expectations[0] AS reason")
-                   .groupBy("reason").count().collect()}
-        log = spark.read.format("delta").load(layout.event_log).where("flow = 'silver'")
-        dropped = sum(json.loads(r["expectations"])["_dropped"] for r in log.collect() if r["expectations"])
-        hand_silver = spark.read.format("delta").load(str(tmp / "hand" / "silver")).count()
+        for number in range(args.rounds + 1):
+            result = one_round(spark, bronze, tmp / f"round-{number}", deltaflow_first=number % 2 == 1)
+            accounted = result.silver + sum(result.reasons.values()) + result.dropped
+            print(f"{'warm-up' if number == 0 else f'round {number}'}: deltaflow {result.ours_rate:,.0f} "
+                  f"rows/s, hand-written {result.hand_rate:,.0f} rows/s "
+                  f"({'deltaflow' if number % 2 else 'hand-written'} first); deltaflow accounted for "
+                  f"{accounted:,} of {total:,} input rows")
+            if accounted != total:
+                sys.exit(1)
+            if number:
+                rounds.append(result)
         spark.stop()
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
-    accounted = silver + sum(reasons.values()) + dropped
-    print(f"\ndeltaflow: {silver:,} rows in silver, {sum(reasons.values()):,} quarantined {reasons}, "
-          f"{dropped:,} dropped; {accounted:,} of {total:,} input rows accounted for")
-    print(f"hand-written: {hand_silver:,} rows in silver ({hand_silver - silver:+,} vs deltaflow: records "
-          "whose bad timestamp it kept as a null); the rest dropped without a trace")
+    last = rounds[-1]
+    print(f"\ndeltaflow: {last.silver:,} rows in silver, {sum(last.reasons.values()):,} quarantined "
+          f"{last.reasons}, {last.dropped:,} dropped: every input row accounted for, in every round")
+    print(f"hand-written: {last.hand_silver:,} rows in silver ({last.hand_silver - last.silver:+,} vs "
+          "deltaflow: records whose bad timestamp it kept as a null); the rest dropped without a trace")
+    ours_rates, hand_rates = [r.ours_rate for r in rounds], [r.hand_rate for r in rounds]
+    ours_ms, hand_ms = [m for r in rounds for m in r.ours_ms], [m for r in rounds for m in r.hand_ms]
     print("\n| | deltaflow | hand-written | ratio |\n|---|---|---|---|")
-    ours_rate, hand_rate = ours_rows / (sum(ours_ms) / 1000), hand_rows / (sum(hand_ms) / 1000)
-    print(f"| rows/s | {ours_rate:,.0f} | {hand_rate:,.0f} | {ours_rate / hand_rate:.2f}x |")
+    print(f"| rows/s, median (spread) | {statistics.median(ours_rates):,.0f} ({min(ours_rates):,.0f}-"
+          f"{max(ours_rates):,.0f}) | {statistics.median(hand_rates):,.0f} ({min(hand_rates):,.0f}-"
+          f"{max(hand_rates):,.0f}) | {statistics.median(ours_rates) / statistics.median(hand_rates):.2f}x |")
     print(f"| batch p50 / p99 | {statistics.median(ours_ms) / 1000:.2f} s / {p99(ours_ms):.2f} s | "
           f"{statistics.median(hand_ms) / 1000:.2f} s / {p99(hand_ms):.2f} s | "
           f"{statistics.median(ours_ms) / statistics.median(hand_ms):.2f}x / "
           f"{p99(ours_ms) / p99(hand_ms):.2f}x |")
-    print(f"\n{len(ours_ms)} batches each, hand-written first; p99 is the slowest batch. Total "
-          f"{time.monotonic() - began:.0f} s")
+    rounds_text = (f"{len(rounds)} rounds of {args.batches} batches after a warm-up round, "
+                   "the order alternating")
+    print(f"\n{rounds_text}; p99 is the slowest batch. Total {time.monotonic() - began:.0f} s")
     sys.stdout.flush()
-    if accounted != total:
-        sys.exit(1)
     hand = "hand-written from_json + where"
     save("quality", "Parsing and data quality, bronze -> silver: parse_json + expectations + quarantine vs "
          "from_json + where", [
-             Figure("rows/s over all batches", "rows/s", [ours_rate], [hand_rate], hand,
+             Figure("rows/s over a round's batches", "rows/s", ours_rates, hand_rates, hand,
                     higher_is_better=True),
              Figure("batch duration", "s", [ms / 1000 for ms in ours_ms], [ms / 1000 for ms in hand_ms], hand,
                     higher_is_better=False)],
-         notes=[f"deltaflow accounted for all {total:,} input rows ({silver:,} in silver, "
-                f"{sum(reasons.values()):,} quarantined with their reason, {dropped:,} dropped by an "
-                f"expectation and counted); the hand-written job kept {hand_silver:,} and lost the rest "
-                "without a trace."])
-
+         notes=[f"{rounds_text}. deltaflow accounted for all {total:,} input rows in every round "
+                f"({last.silver:,} in silver, {sum(last.reasons.values()):,} quarantined with their reason, "
+                f"{last.dropped:,} dropped by an expectation and counted); the hand-written job kept "
+                f"{last.hand_silver:,} and lost the rest without a trace."])
 
 if __name__ == "__main__":
     main()

@@ -136,9 +136,9 @@ def main() -> None:
         f"Generated {datetime.now(UTC).isoformat(timespec='seconds')} by `make bench` "
         "(`benchmarks/report.py` over `benchmarks/results/*.json`); do not edit by hand. Every figure is "
         "deltaflow against the job it replaces, measured in the same run on the same machine; each script's "
-        "docstring says in which order its contestants run and which warm-up it discards (all alternate "
-        "or rotate the order except `quality.py`, which runs the hand-written job first). Timings are never "
-        "assertions in the test suite: the exactness checks are.",
+        "docstring says in which order its contestants run and which warm-up it discards (every one "
+        "alternates or rotates the order). Timings are never assertions in the test suite: the exactness "
+        "checks are.",
         "",
         "**advantage** = how many times better deltaflow does than the baseline, whichever way the unit "
         "points (above 1: deltaflow better; for times, baseline ÷ deltaflow; for rates, deltaflow ÷ "
