@@ -89,6 +89,10 @@ def default_conf(layout: StorageLayout | None = None, small_run: bool = False) -
         "spark.ui.retainedJobs": "100",
         "spark.ui.retainedStages": "100",
         "spark.ui.retainedTasks": "10000",
+        # The sinks cache a micro-batch for one batch only (quarantine's split, auto CDC's events, an
+        # incremental view's partials); compressing that cache cost 0.4 s per 200,000 parsed JSON rows here,
+        # uncompressed 0.13 s.
+        "spark.sql.inMemoryColumnarStorage.compressed": "false",
     }
     if layout is not None and layout.is_local:
         conf["spark.sql.warehouse.dir"] = layout.warehouse
