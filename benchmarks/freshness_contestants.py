@@ -106,9 +106,8 @@ class Deltaflow:
         return {stage: self.run.queries[name] for stage, name in names.items() if name in self.run.queries}
 
     def error(self) -> str | None:
-        # The run's own thread adds flows as they start (gold after silver's first batch): iterate copies.
-        failed = [f"{o.flow}: {o.error}" for o in list(self.run.finished.values()) if o.state == "failed"]
-        failed += [f"{n}: {q.exception()}" for n, q in list(self.run.queries.items()) if not q.isActive]
+        failed = [f"{o.flow}: {o.error}" for o in self.run.finished.values() if o.state == "failed"]
+        failed += [f"{n}: {q.exception()}" for n, q in self.run.queries.items() if not q.isActive]
         return "; ".join(failed) or None
 
     def stop(self) -> str | None:

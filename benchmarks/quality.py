@@ -167,11 +167,12 @@ def main() -> None:
         write_bronze(spark, bronze, args.rows, args.batches)
         print(f"bronze: {args.batches} commits of {args.rows:,} records, {BAD_SHARE:.0%} malformed in 4 ways")
         for number in range(args.rounds + 1):
-            result = one_round(spark, bronze, tmp / f"round-{number}", deltaflow_first=number % 2 == 1)
+            deltaflow_first = number % 2 == 1
+            result = one_round(spark, bronze, tmp / f"round-{number}", deltaflow_first)
             accounted = result.silver + sum(result.reasons.values()) + result.dropped
             print(f"{'warm-up' if number == 0 else f'round {number}'}: deltaflow {result.ours_rate:,.0f} "
                   f"rows/s, hand-written {result.hand_rate:,.0f} rows/s "
-                  f"({'deltaflow' if number % 2 else 'hand-written'} first); deltaflow accounted for "
+                  f"({'deltaflow' if deltaflow_first else 'hand-written'} first); deltaflow accounted for "
                   f"{accounted:,} of {total:,} input rows")
             if accounted != total:
                 sys.exit(1)
@@ -211,6 +212,7 @@ def main() -> None:
                 f"({last.silver:,} in silver, {sum(last.reasons.values()):,} quarantined with their reason, "
                 f"{last.dropped:,} dropped by an expectation and counted); the hand-written job kept "
                 f"{last.hand_silver:,} and lost the rest without a trace."])
+
 
 if __name__ == "__main__":
     main()

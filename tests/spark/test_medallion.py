@@ -285,6 +285,17 @@ def versions_row_counts(project: Project, table: str) -> list[int]:
             for v in range(layout.open_table(path).version() + 1)]
 
 
+def test_the_flows_a_caller_holds_stay_put_while_the_run_starts_more(spark, pipeline: Pipeline) -> None:
+    pipeline.drop([event("a", "u1", "p1", "2025-05-01T10:00:00Z", 1.0)])
+    run = Facade.load(pipeline.project.spec_path, spark=spark).start("available_now")
+    held = run.queries  # a caller's thread may iterate it while the run's thread starts silver, then gold
+    at_start = sorted(held)
+    run.finish(threading.Event())
+    assert "bronze" in at_start and "silver" not in at_start  # silver waits for bronze to finish
+    assert sorted(held) == at_start
+    assert {"bronze", "silver"} <= set(run.queries)
+
+
 def test_refresh_runs_only_what_is_asked_and_what_it_needs(spark, pipeline: Pipeline) -> None:
     pipeline.drop([event("a", "u1", "p1", "2025-05-01T10:00:00Z", 1.0)])
     run = pipeline.run(spark, RunPlan(refresh=frozenset({"silver"})))

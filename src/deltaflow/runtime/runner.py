@@ -107,6 +107,8 @@ class PipelineRun:
         self.resolver = Resolver(graph, context)
         self.writers = FlowWriters(self.resolver, self.on_message)
         self.maintainer = Maintainer(self.resolver, self.on_message)
+        # queries and finished are replaced, never changed in place: other threads (a caller's stop, a
+        # benchmark polling for errors) iterate them while this run's thread starts flows.
         self.queries: dict[str, StreamingQuery] = {}
         self.pending: list[str] = []
         self.finished: dict[str, FlowOutcome] = {}
@@ -243,12 +245,14 @@ class PipelineRun:
                 self.resolver.rebuild_flow(flow.name)
             query = self.writers.start(flow, self.trigger_of(flow.name))
         except Exception as exc:
-            self.finished[flow.name] = FlowOutcome(flow.name, str(flow.location), "failed", first_line(exc))
+            outcome = FlowOutcome(flow.name, str(flow.location), "failed", first_line(exc))
+            self.finished = {**self.finished, flow.name: outcome}
             return
         if query is None:
-            self.finished[flow.name] = FlowOutcome(flow.name, str(flow.location), "completed")
+            outcome = FlowOutcome(flow.name, str(flow.location), "completed")
+            self.finished = {**self.finished, flow.name: outcome}
         else:
-            self.queries[flow.name] = query
+            self.queries = {**self.queries, flow.name: query}
             self._flow_of_query[str(query.id)] = flow.name
 
     # -- watching ---------------------------------------------------------------------------------------
@@ -317,7 +321,7 @@ class PipelineRun:
                     and self._schema_restarts.get(name, 0) < MAX_SCHEMA_RESTARTS):
                 self._schema_restarts[name] = self._schema_restarts.get(name, 0) + 1
                 self.on_message(f"{name}: a table it reads changed schema; restarting it on the new one")
-                del self.queries[name]
+                self.queries = {n: q for n, q in self.queries.items() if n != name}
                 self._ended.discard(name)
                 self._start(self.graph.flows[name])
             elif error is not None:  # logged now, so that `status` and `ui` show it while the others run
