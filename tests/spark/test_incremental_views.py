@@ -123,7 +123,17 @@ def by_day():
     assert "windows recomputed: it reads 'events' as of a version" in picture
 
 
-def test_batches_merged_in_equal_a_full_recomputation(spark, project: Project) -> None:
+@pytest.fixture(params=["whole", "merge"])
+def mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """How a batch writes the view: every group from the state (a small view), or the changed ones MERGEd."""
+    from deltaflow.sinks import incremental
+
+    if request.param == "merge":
+        monkeypatch.setattr(incremental, "REWRITE_BELOW_BYTES", -1)
+    return str(request.param)
+
+
+def test_batches_merged_in_equal_a_full_recomputation(spark, project: Project, mode: str) -> None:
     drop(project, "first", FIRST)
     project.run(spark)
     assert view(project) == recomputed(spark, project)
@@ -139,31 +149,34 @@ def test_batches_merged_in_equal_a_full_recomputation(spark, project: Project) -
     assert (rows[10, "p1"]["users"], rows[10, "p1"]["with_user"], rows[10, "p1"]["n"]) == (3, 5, 6)
     assert (rows[10, "p1"]["amount"], rows[10, "p1"]["low"]) == (17.5, 0.5)  # a null amount adds nothing
     assert (rows[11, None]["n"], rows[11, None]["qty"], rows[11, None]["amount"]) == (2, 3, 5.0)
-    assert DeltaTable(project.table("gold")).history(1)[0]["operation"] == "WRITE"
+    operation = DeltaTable(project.table("gold")).history(1)[0]["operation"]
+    assert operation == ("WRITE" if mode == "whole" else "MERGE")
 
 
 def test_a_batch_run_again_after_its_state_moved_on_counts_each_value_once(
-        spark, project: Project, monkeypatch) -> None:
-    import deltaflow.sinks.materialize as materialize
+        spark, project: Project, monkeypatch, mode: str) -> None:
+    from deltaflow.sinks.materialize import MaterializedView
 
     drop(project, "first", FIRST)
     project.run(spark)
-    real = materialize.retry_conflicts
+    method = "write" if mode == "whole" else "merge"
+    real = getattr(MaterializedView, method)
     crashed: list[str] = []
 
-    def crash_before_the_view(action: Callable[[], Any], what: str) -> Any:
-        if what.startswith("materialized view") and not crashed:
-            crashed.append(what)
-            raise RuntimeError("killed between the deduplication state's commit and the view's")
-        return real(action, what)
+    def crash_before_the_view(self: Any, df: Any, *args: Any) -> None:
+        if not crashed:  # the batch's totals computed (its state committed), then killed before the view's
+            crashed.append(method)
+            df.write.format("noop").mode("overwrite").save()
+            raise RuntimeError("killed between the state's commit and the view's")
+        real(self, df, *args)
 
-    monkeypatch.setattr(materialize, "retry_conflicts", crash_before_the_view)
+    monkeypatch.setattr(MaterializedView, method, crash_before_the_view)
     drop(project, "late", LATE)
     with pytest.raises(FlowError, match="killed between"):
         project.run(spark)
     checkpoint = project.checkpoint("gold")
     assert not (checkpoint / "commits" / "1").exists()  # batch 1 did not finish ...
-    assert list((checkpoint / "state").rglob("2.delta"))  # ... but its deduplication state had moved on
+    assert list((checkpoint / "state").rglob("2.delta"))  # ... but its state had moved on
 
     project.run(spark)  # batch 1 runs again from the state before it: the same new users, counted once
     assert crashed and view(project) == recomputed(spark, project)
@@ -197,3 +210,23 @@ def test_a_changed_definition_or_mode_rebuilds_the_view(spark, project: Project)
     project.run(spark)
     assert view(project) == recomputed(spark, project, wider)
     assert project.layout.current_generation("gold", "gold") == 3
+
+
+def test_a_view_that_outgrows_whole_rewrites_goes_on_merging_from_the_same_state(
+        spark, project: Project, monkeypatch) -> None:
+    from deltaflow.sinks import incremental
+
+    drop(project, "first", FIRST)
+    project.run(spark)  # a small view: every group rewritten
+    assert DeltaTable(project.table("gold")).history(1)[0]["operation"] == "WRITE"
+    monkeypatch.setattr(incremental, "REWRITE_BELOW_BYTES", -1)  # it has grown: the changed groups merged
+    drop(project, "late", LATE)
+    project.run(spark)
+    assert DeltaTable(project.table("gold")).history(1)[0]["operation"] == "MERGE"
+    assert view(project) == recomputed(spark, project)
+    monkeypatch.undo()  # and back (a smaller threshold set again)
+    drop(project, "more", [("m", "u7", "p1", "2025-05-01T10:50:00Z", 3.0, 1)])
+    project.run(spark)
+    assert DeltaTable(project.table("gold")).history(1)[0]["operation"] == "WRITE"
+    assert view(project) == recomputed(spark, project)
+    assert project.layout.current_generation("gold", "gold") == 0  # one checkpoint throughout

@@ -1,25 +1,29 @@
-"""Incremental materialized views: each batch of new input rows is aggregated alone and folded in.
+"""Incremental materialized views: their aggregates kept in Spark's state store, changed groups written.
 
-For a view with an :class:`~deltaflow.sinks.incremental_plan.IncrementalPlan`, a batch costs what the
-batch holds, not what its windows hold. The view's driver query streams the rows the view's aggregation
-groups (its query run over the input as a stream, up to the ``groupBy``). Each batch is aggregated per
-group into partial values, which are folded into the view's stored rows of the windows the batch touches
-(counts and sums add, minimums and maximums take the smaller and the larger); those windows are replaced
-in one commit (``replaceWhere``). The view holds one row per group, so what is read and rewritten is the
-touched windows' groups, never their input rows.
+For a view with an :class:`~deltaflow.sinks.incremental_plan.IncrementalPlan`, the view's driver query is
+one streaming aggregation: the view's query run over its input as a stream, up to the ``groupBy``, then
+grouped by the view's keys with each measure in a form Spark folds into its state batch after batch
+(counts and sums add, minimums and maximums take the smaller and the larger). A batch therefore costs what
+the batch holds: Spark reads the new input rows, updates the touched groups' state and hands deltaflow the
+groups' totals; nothing of the view is read back from Delta. This is the streaming aggregation a
+hand-written job would run, made exact and written idempotently:
 
-An exact distinct count cannot be added up from partial counts. For each one, the driver query also
-streams the (group, value) pairs through Spark's ``dropDuplicates``, whose state (in the checkpoint) lets
-through only pairs never seen before; the batch adds their number per group to the count.
+* An exact distinct count cannot be added up from partial counts. For each one, the query also streams
+  the (group, value) pairs through Spark's ``dropDuplicates``, whose state lets through only pairs never
+  seen before; the aggregation counts them.
+* A view up to :data:`REWRITE_BELOW_BYTES` when its query starts runs in Spark's *complete* mode: every
+  batch hands over every group, and the view is overwritten with them (one write, no read). A larger view
+  runs in *update* mode: a batch hands over the groups it changed, MERGEd into the view by their keys.
 
-Exactly once: the deduplication state is versioned with the checkpoint, so a batch that runs again after
-a crash starts from the state before it and lets through the same new pairs; the view's write carries the
-view's ``txnAppId`` and ``txnVersion = batch id``, so if the first attempt had committed it, Delta skips
-it. Batch 0 of a checkpoint generation (which reads the input's whole snapshot) overwrites the view.
+Exactly once: the state is versioned with the checkpoint, so a batch that runs again after a crash starts
+from the state before it and yields the same totals; the view's write carries the view's ``txnAppId`` and
+``txnVersion = batch id``, so if the first attempt had committed it, Delta skips it. Batch 0 of a
+checkpoint generation (its state empty, the input's whole snapshot read) overwrites the view.
 
 Example:
     >>> refresh = IncrementalRefresh(view, plan)  # doctest: +SKIP
-    >>> query = refresh.rows(stream).writeStream.foreachBatch(refresh.apply).start()
+    >>> query = (refresh.rows(stream).writeStream.outputMode(refresh.output_mode)  # doctest: +SKIP
+    ...          .foreachBatch(refresh.apply).start())
 
 """
 
@@ -31,31 +35,46 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
+    from pyspark.sql.types import StructType
 
     from deltaflow.sinks.incremental_plan import IncrementalPlan, Measure
     from deltaflow.sinks.materialize import MaterializedView
 
-#: A view this small is rewritten whole by each batch (its stored rows with the batch's partial values
-#: folded in): one write, where replaceWhere reads the view's files for the rows it keeps.
+#: A view this small when its query starts is rewritten whole by each batch (Spark's complete mode: every
+#: group from the state, one write); a larger one gets the changed groups MERGEd in (update mode).
 REWRITE_BELOW_BYTES = 16 * 2**20
 _PAIR = "_df_pair"  # on a deduplicated pair: which distinct measure it counts (null on input rows)
 
 
 @dataclass
 class IncrementalRefresh:
-    """Folds each batch of a view's input into the view.
+    """Keeps a view's aggregates in the state store and writes each batch's totals into the view.
 
     Args:
         view: The view (its flow, table and transaction id).
         plan: Its keys and measures.
+        whole: Every batch rewrites the whole view (complete mode) rather than MERGE the groups it
+            changed (update mode); set by :meth:`choose_mode` when the query starts.
 
     """
 
     view: MaterializedView
     plan: IncrementalPlan
+    whole: bool = True
+
+    @property
+    def output_mode(self) -> str:
+        """The driver query's output mode: ``complete`` (whole view) or ``update`` (changed groups)."""
+        return "complete" if self.whole else "update"
+
+    def choose_mode(self, stored: DataFrame) -> None:
+        """Rewrite the view whole while it is small (``stored``: the view's table, sized by the planner)."""
+        from deltaflow.sinks.materialize import input_bytes
+
+        self.whole = input_bytes(stored) <= REWRITE_BELOW_BYTES
 
     def rows(self, stream: DataFrame) -> DataFrame:
-        """The driver query's rows: the grouped input rows, then each distinct measure's new pairs."""
+        """The driver query: the view's aggregation over ``stream`` (its input), kept in Spark's state."""
         from pyspark.sql import functions as F
 
         view = self.view.resolver.rebuild(self.view.flow, stand_ins={self.plan.input: stream})
@@ -68,37 +87,32 @@ class IncrementalRefresh:
             pairs = grouped.where(value.isNotNull()).select(*keys, value.alias(_value(i)))
             parts.append(pairs.dropDuplicates([*self.plan.keys, _value(i)])
                          .withColumn(_PAIR, F.lit(measure.output)))
-        return reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), parts)
+        rows = reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), parts)
+        return rows.groupBy(*keys).agg(*[_total(m) for m in self.plan.measures])
 
-    def apply(self, batch: DataFrame, batch_id: int) -> None:
-        """Fold one batch of :meth:`rows` into the view, once, whatever crashes between."""
+    def apply(self, batch: DataFrame, batch_id: int, schema: StructType, replayed: bool = False) -> None:
+        """Write one batch's group totals into the view (``schema``), once, whatever crashes between.
+
+        ``replayed``: the batch was planned before a restart and may have been written already. Delta
+        then skips the write without running the batch, but Spark wants the batch's state committed
+        again (it checks): the totals are computed first, then written from memory.
+        """
         from pyspark.sql import functions as F
 
-        output = self.view.dataset.refresh.output  # type: ignore[union-attr]  # a plan has a window
-        batch = batch.persist()  # read once: the deduplication state moves on once per batch
-        partial = batch.groupBy(*[_q(k) for k in self.plan.keys]).agg(
-            *[_partial(m) for m in self.plan.measures]).persist()
+        totals = batch.select(*[F.col(_q(f.name)).cast(f.dataType).alias(f.name) for f in schema.fields])
+        if replayed:
+            totals = totals.persist()
+            totals.count()
         try:
-            starts = sorted(int(row[0]) for row in
-                            partial.select(F.unix_micros(F.col(output))).distinct().collect())
-            stored = batch.sparkSession.read.format("delta").load(self.view.path)
-            if batch_id == 0:  # a new checkpoint: its state starts empty, and so does the view
+            if batch_id == 0:  # a new checkpoint: its state started empty, and so does the view
                 self.view.layout.fs.write_text(self.view.checkpoint.view_plan, self.plan.signature)
-                self.view.write(_folded(stored.where(F.lit(False)), partial, self.plan), batch_id)
-            elif starts and self.view.whole_is_cheaper(stored, REWRITE_BELOW_BYTES):
-                self.view.write(_folded(stored, partial, self.plan), batch_id)
-            elif starts:
-                touched = F.col(output).isin([F.timestamp_micros(F.lit(s)) for s in starts])
-                self.view.write(_folded(stored.where(touched), partial, self.plan), batch_id,
-                                replace_where=window_predicate(output, starts))
+            if self.whole or batch_id == 0:
+                self.view.write(totals, batch_id)
+            else:
+                self.view.merge(totals, self.plan.keys, batch_id)
         finally:
-            partial.unpersist()
-            batch.unpersist()
-
-
-def window_predicate(output: str, starts: list[int]) -> str:
-    """``replaceWhere`` for the view rows whose ``output`` is one of ``starts`` (microseconds)."""
-    return f"{output} IN ({', '.join(f'timestamp_micros({start})' for start in starts)})"
+            if replayed:
+                totals.unpersist()
 
 
 def _grouped_rows(view: DataFrame) -> DataFrame:
@@ -116,8 +130,8 @@ def _value(index: int) -> str:
     return f"_df_value_{index}"
 
 
-def _partial(measure: Measure) -> Column:
-    """``measure`` over one batch's rows of a group: input rows for most, new pairs for distinct counts."""
+def _total(measure: Measure) -> Column:
+    """``measure`` over a group's rows: the input rows for most, the never-seen pairs for distinct counts."""
     from pyspark.sql import functions as F
 
     row = F.col(_PAIR).isNull()
@@ -128,35 +142,6 @@ def _partial(measure: Measure) -> Column:
     column = F.when(row, F.col(_q(measure.column)))
     function = {"count": F.count, "sum": F.sum, "min": F.min, "max": F.max}[measure.kind]
     return function(column).alias(measure.output)
-
-
-def _folded(stored: DataFrame, partial: DataFrame, plan: IncrementalPlan) -> DataFrame:
-    """The stored rows of the touched windows with the batch's partial values folded in."""
-    from pyspark.sql import functions as F
-
-    same = reduce(lambda a, b: a & b, [_c("t", k).eqNullSafe(_c("s", k)) for k in plan.keys])
-    joined = stored.alias("t").join(partial.alias("s"), same, "full")
-    measures = {m.output: m for m in plan.measures}
-    columns = []
-    for name in stored.columns:  # the table's own order
-        was, new = _c("t", name), _c("s", name)
-        measure = measures.get(name)
-        if measure is None:  # a grouping column: from whichever side has the group
-            value = F.coalesce(was, new)
-        elif measure.kind in ("count", "count_distinct"):
-            value = F.coalesce(was, F.lit(0)) + F.coalesce(new, F.lit(0))
-        elif measure.kind == "sum":
-            value = F.coalesce(was + new, was, new)  # a sum of nulls only is null
-        else:
-            value = F.least(was, new) if measure.kind == "min" else F.greatest(was, new)  # both skip nulls
-        columns.append(value.cast(stored.schema[name].dataType).alias(name))
-    return joined.select(*columns)
-
-
-def _c(alias: str, column: str) -> Column:
-    from pyspark.sql import functions as F
-
-    return F.col(f"{alias}.{_q(column)}")
 
 
 def _q(column: str) -> str:

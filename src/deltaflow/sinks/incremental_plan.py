@@ -2,10 +2,11 @@
 
 A view refreshed by window (:func:`deltaflow.by_window`) whose query is one ``groupBy(...).agg(...)`` over
 one append-only table, grouping by columns and aggregating with ``count``, ``sum``, ``min``, ``max`` or
-``count_distinct`` of columns, is *incremental*: each batch of new input rows is aggregated on its own and
-merged into the view (:mod:`deltaflow.sinks.incremental`). Anything else (``avg``, an expression as a
-grouping key, a join, a filter after the aggregation, an input updated in place) keeps the window
-recompute, and :func:`plan_view` says why. ``deltaflow graph`` shows which mode each view runs in.
+``count_distinct`` of columns, is *incremental*: its aggregates are kept in Spark's state store, each batch
+of new input rows folded in, and the changed totals written (:mod:`deltaflow.sinks.incremental`). Anything
+else (``avg``, an expression as a grouping key, a join, a filter after the aggregation, an input updated
+in place) keeps the window recompute, and :func:`plan_view` says why. ``deltaflow graph`` shows which
+mode each view runs in.
 
 Example:
     >>> plan = plan_view(resolver, "gold_hourly_product_metrics")  # doctest: +SKIP
@@ -26,6 +27,10 @@ if TYPE_CHECKING:
     from deltaflow.resolve.resolved import ResolvedGraph
 
 MeasureKind = Literal["count", "sum", "min", "max", "count_distinct"]
+#: What the driver query keeps in its checkpoint's state: the aggregation's groups (with the distinct
+#: pairs' deduplication). A checkpoint built for another layout (the distinct pairs alone, before) is
+#: rebuilt by a full refresh of the view.
+STATE_LAYOUT = "aggregate-v2"
 _FUNCTIONS: dict[str, MeasureKind] = {"Count": "count", "Sum": "sum", "Min": "min", "Max": "max"}
 
 
@@ -70,8 +75,8 @@ class IncrementalPlan:
 
     @property
     def signature(self) -> str:
-        """The plan as JSON: the state kept for one plan is useless to another."""
-        return json.dumps(asdict(self), sort_keys=True)
+        """The plan and the layout of its state as JSON: the state kept for one is useless to another."""
+        return json.dumps({**asdict(self), "state": STATE_LAYOUT}, sort_keys=True)
 
     def describe(self) -> str:
         """One line for ``deltaflow graph``."""

@@ -12,8 +12,8 @@ With :func:`deltaflow.by_window`, only the windows the new rows fall in are reco
 the inputs in those windows (so late rows and distinct counts stay exact), and replaced with
 ``replaceWhere``; a batch touching more than :data:`MAX_WINDOWS` windows recomputes everything, and so does
 every batch while the view's inputs are small (:data:`FULL_BELOW_BYTES`). A view by window whose query is
-one decomposable aggregation over one append-only table is not recomputed at all: each batch of new rows
-is aggregated alone and folded in (:mod:`deltaflow.sinks.incremental`).
+one decomposable aggregation over one append-only table is not recomputed at all: its aggregates live in
+Spark's state store and each batch writes the groups' new totals (:mod:`deltaflow.sinks.incremental`).
 
 Example:
     >>> checkpoint = layout.checkpoint("gold_hourly", "gold_hourly")  # doctest: +SKIP
@@ -32,16 +32,18 @@ from deltaflow.errors import SinkError
 from deltaflow.faults import crash_point
 from deltaflow.sinks.conflicts import retry_conflicts
 from deltaflow.sinks.idempotent import flow_app_id, idempotent_writes
-from deltaflow.sinks.incremental import IncrementalRefresh, window_predicate
+from deltaflow.sinks.incremental import IncrementalRefresh
 from deltaflow.sinks.incremental_plan import plan_view
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
     from pyspark.sql.streaming.query import StreamingQuery
+    from pyspark.sql.types import StructType
 
     from deltaflow.resolve.resolver import Resolver
     from deltaflow.runtime.triggers import Trigger
     from deltaflow.storage import FlowCheckpoint, StorageLayout
+    from deltaflow.storage.fs import FileSystem
 
 MAX_WINDOWS = 64
 #: Inputs this small are recomputed whole: scanning them costs less than finding the touched windows and
@@ -80,6 +82,8 @@ class MaterializedView:
         self._small: bool | None = False if self.resolver.records_changes(self.name) else None
         self.plan = plan_view(self.resolver, self.name)
         self.incremental = None if isinstance(self.plan, str) else IncrementalRefresh(self, self.plan)
+        self._schema: StructType | None = None  # the view table's, read when an incremental driver starts
+        self._replay: int | None = None  # the batch an incremental driver runs again first, if any
 
     @property
     def inputs(self) -> list[str]:
@@ -97,6 +101,8 @@ class MaterializedView:
             return None
         writer = (self._driver().writeStream.queryName(self.name).foreachBatch(self._each_batch)
                   .option("checkpointLocation", self.checkpoint.path))
+        if self.incremental is not None:
+            writer = writer.outputMode(self.incremental.output_mode)
         return trigger.apply(writer).start()
 
     def _driver(self) -> DataFrame:
@@ -104,6 +110,10 @@ class MaterializedView:
 
         spark = self.resolver.context.spark
         if self.incremental is not None:  # every new row of its one input; the first batch all of them
+            stored = spark.read.format("delta").load(self.path)
+            self._schema = stored.schema
+            self._replay = unfinished_batch(self.layout.fs, self.checkpoint)
+            self.incremental.choose_mode(stored)
             table = self.layout.table(self.incremental.plan.input)
             return self.incremental.rows(
                 spark.readStream.format("delta").option("maxFilesPerTrigger", _UNLIMITED).load(table))
@@ -139,7 +149,8 @@ class MaterializedView:
         from pyspark.sql import functions as F
 
         if self.incremental is not None:
-            self.incremental.apply(batch, batch_id)
+            assert self._schema is not None  # read by _driver
+            self.incremental.apply(batch, batch_id, self._schema, replayed=batch_id == self._replay)
             return
         refresh = self.dataset.refresh
         session = batch.sparkSession
@@ -172,7 +183,7 @@ class MaterializedView:
         holds the changed windows only). Once larger, it stays so for the run: tables only grow.
 
         Args:
-            df: What a whole replacement reads (the view's query over its inputs, or the view itself).
+            df: What a whole replacement reads: the view's query over its inputs.
             limit: Up to how many bytes of it the whole replacement is the cheaper one.
 
         """
@@ -202,6 +213,21 @@ class MaterializedView:
                                 f"F.window('{refresh.column}', '{refresh.duration}') with its start in "
                                 f"'{refresh.output}'", location=str(self.dataset.location)) from exc
             raise
+        self.refreshes += 1
+
+    def merge(self, groups: DataFrame, keys: tuple[str, ...], batch_id: int) -> None:
+        """MERGE ``groups`` (whole rows of the view) into the view by ``keys``, once per ``batch_id``."""
+        from delta.tables import DeltaTable
+
+        session = groups.sparkSession
+        same = " AND ".join(f"t.{_q(key)} <=> s.{_q(key)}" for key in keys)  # a null key is a group too
+
+        def merge() -> None:
+            (DeltaTable.forPath(session, self.path).alias("t").merge(groups.alias("s"), same)
+             .whenMatchedUpdateAll().whenNotMatchedInsertAll().execute())
+
+        with idempotent_writes(session, self.app_id(), batch_id):
+            retry_conflicts(merge, f"materialized view '{self.name}'")
         self.refreshes += 1
 
     def app_id(self) -> str:
@@ -251,6 +277,20 @@ def newest_data_version(layout: StorageLayout, dataset: str, look_back: int = 10
     return None
 
 
+def unfinished_batch(fs: FileSystem, checkpoint: FlowCheckpoint) -> int | None:
+    """The batch a query restarted on ``checkpoint`` runs first again: planned, not committed (or None)."""
+    def newest(folder: str) -> int:
+        return max((int(name) for name in fs.list(folder) if name.isdigit()), default=-1)
+
+    planned = newest(checkpoint.offsets)
+    return planned if planned > newest(checkpoint.commits) else None
+
+
+def window_predicate(output: str, starts: list[int]) -> str:
+    """``replaceWhere`` for the view rows whose ``output`` is one of ``starts`` (microseconds)."""
+    return f"{output} IN ({', '.join(f'timestamp_micros({start})' for start in starts)})"
+
+
 def input_bytes(df: DataFrame) -> int:
     """The bytes ``df`` reads: its relations as Spark's planner sizes them (a Delta snapshot's, no job)."""
     leaves = df._jdf.queryExecution().optimizedPlan().collectLeaves()
@@ -274,3 +314,7 @@ def _in_windows(column: str, windows: list[tuple[int, int]]) -> Column:
         condition = part if condition is None else condition | part
     assert condition is not None
     return condition
+
+
+def _q(column: str) -> str:
+    return f"`{column.replace('`', '``')}`"
