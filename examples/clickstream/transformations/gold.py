@@ -1,9 +1,9 @@
 """Gold: hourly product metrics (seed 000, "The Gold Layer"), exact and fresh within one trigger.
 
 The seed's streaming ``countDistinct`` is not supported by Spark. Here the same query is a materialized
-view refreshed by window, and incremental (``deltaflow graph`` says so): each batch of new silver rows is
-aggregated alone and folded into the hours it touches, its never-seen (hour, product, user) triples
-raising ``unique_users``, so the count is exact and late events update their hour.
+view refreshed by window, and incremental (``deltaflow graph`` says so): its totals live in Spark's state
+store, each batch of new silver rows folded into the hours it touches, its never-seen (hour, product, user)
+triples raising ``unique_users``, so the count is exact and late events update their hour.
 """
 
 from pyspark.sql import functions as F

@@ -11,7 +11,7 @@ mode each view runs in.
 Example:
     >>> plan = plan_view(resolver, "gold_hourly_product_metrics")  # doctest: +SKIP
     >>> plan.describe()  # doctest: +SKIP
-    'incremental: count, count_distinct(user_id), sum(revenue) by window, product_id'
+    "incremental in Spark's state: count, count_distinct(user_id), sum(revenue) by window, product_id"
 
 """
 
@@ -80,7 +80,7 @@ class IncrementalPlan:
 
     def describe(self) -> str:
         """One line for ``deltaflow graph``."""
-        return f"incremental: {', '.join(map(str, self.measures))} by {', '.join(self.keys)}"
+        return f"incremental in Spark's state: {', '.join(map(str, self.measures))} by {', '.join(self.keys)}"
 
 
 def plan_view(resolver: ResolvedGraph, name: str) -> IncrementalPlan | str:
