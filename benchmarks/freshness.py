@@ -7,7 +7,7 @@ The contestants run the clickstream pipeline of seed 000 ("Real Example #1") on 
 * hand-written: the seed's three PySpark jobs (bronze Kafka -> Delta with ``from_json``, silver filter, gold
   streaming aggregation in complete mode). Spark cannot run ``countDistinct`` in a streaming aggregation, so
   its gold uses ``approx_count_distinct``: the hand-written gold is approximate, deltaflow's exact;
-* hand-written, exact (trigger-0 cells only, ``--no-exact`` skips it): the same jobs doing deltaflow's work
+* hand-written, exact (``--no-exact`` skips it): the same jobs doing deltaflow's work
   as cheaply as Spark allows, silver dropping duplicate events and gold counting distinct users exactly
   through Spark's own deduplication state, still in complete mode: what exactness alone costs here.
 
@@ -244,7 +244,7 @@ def measure_base(spark: Any, bootstrap: str, runs: Runs, backlog: int, top: floa
 
 def run_cells(spark: Any, bootstrap: str, runs: Runs, base: float, args: argparse.Namespace,
               contestants: list[Contestant], exact: list[Contestant]) -> list[Cell]:
-    """Every contestant at each rate (those in ``exact`` at trigger 0 only), in an order rotating per rate."""
+    """Every contestant at each rate, in an order rotating per rate."""
     fractions = [float(f) for f in args.fractions.split(",")]
     plan: list[tuple[float, float | None]] = [(f, None) for f in fractions]
     if args.seed_scale:
@@ -256,7 +256,7 @@ def run_cells(spark: Any, bootstrap: str, runs: Runs, base: float, args: argpars
         if intervals:
             stages = ("bronze", "silver", "gold")
             triggers = "/".join(f"{float(intervals[s].split()[0]) / 1000:g}" for s in stages) + " s"
-        here = contestants + ([] if intervals else exact)
+        here = contestants + exact
         for make in here[index % len(here):] + here[:index % len(here)]:
             cell = Cell(make.name, fraction, base * fraction, triggers)
             print(f"cell: {make.name} at {cell.rate:,.0f} events/s ({fraction:.0%}), triggers {triggers} "
@@ -276,7 +276,8 @@ def main() -> None:
     parser.add_argument("--settle", type=float, default=20,
                         help="seconds of load after gold's first rows, before the first probe")
     parser.add_argument("--drain", type=float, default=30, help="seconds to wait for the last probes")
-    parser.add_argument("--fractions", default="0.5,0.8", help="input rates, as fractions of the base rate")
+    parser.add_argument("--fractions", default="0.25,0.5,0.8",
+                        help="input rates, as fractions of the base rate")
     parser.add_argument("--backlog", type=int, default=300_000, help="events for the throughput measurement")
     parser.add_argument("--rate", type=float, help="base rate (events/s) instead of measuring it")
     parser.add_argument("--seed-scale", type=float, default=0.1,

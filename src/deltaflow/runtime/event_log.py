@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import pyarrow as pa
+    from deltalake import DeltaTable
 
 FLUSH_SECONDS = 1.0
 #: Appends between two compactions of the log's files (a reader then opens a few files, not thousands).
@@ -68,12 +69,14 @@ def _schema() -> pa.Schema:
 
 
 def delta_versions_behind(sources: Iterable[Mapping[str, Any]],
-                          storage_options: Mapping[str, str] | None = None) -> int | None:
+                          storage_options: Mapping[str, str] | None = None,
+                          opened: dict[str, DeltaTable] | None = None) -> int | None:
     """How many committed versions of its Delta sources a batch left unread (None: no Delta source).
 
     Open-source Delta reports no backlog metrics, so the source tables' logs are read (with deltalake).
     An end offset ``{reservoirVersion: v, ...}`` means the versions before ``v`` were read; ``v`` itself
-    counts as unread, since it may have been read in part.
+    counts as unread, since it may have been read in part. ``opened``: the tables opened by earlier calls,
+    brought up to date by reading only their new commits (opening one reads its log from its checkpoint).
 
     Example:
         >>> delta_versions_behind([{"description": "KafkaV2[Subscribe[clicks]]"}]) is None
@@ -88,9 +91,19 @@ def delta_versions_behind(sources: Iterable[Mapping[str, Any]],
         match = re.fullmatch(r"DeltaSource\[(?:file:)?(.+)\]", description)
         if match is None or not isinstance(end, dict):
             continue
+        path = match.group(1)
         try:
-            latest = DeltaTable(match.group(1), storage_options=dict(storage_options or {}) or None).version()
+            if opened is not None and path in opened:
+                opened[path].update_incremental()
+                table = opened[path]
+            else:
+                table = DeltaTable(path, storage_options=dict(storage_options or {}) or None)
+                if opened is not None:
+                    opened[path] = table
+            latest = table.version()
         except Exception:  # the source table may be gone; the log must not fail for it
+            if opened is not None:
+                opened.pop(path, None)
             continue
         behind = (behind or 0) + max(0, latest - int(end["reservoirVersion"]) + 1)
     return behind
@@ -171,6 +184,7 @@ class EventLog:
         self._thread.start()
         self.error: BaseException | None = None
         self._seen: dict[str, int] = {}  # query id -> newest batch id logged
+        self._opened: dict[str, DeltaTable] = {}  # the writer thread's tables: the log, the sources read
         self._seen_changed = threading.Condition()
 
     def add(self, event: BatchEvent) -> None:
@@ -215,22 +229,29 @@ class EventLog:
 
     def _append(self, events: list[BatchEvent]) -> None:
         import pyarrow as pa
-        from deltalake import write_deltalake
+        from deltalake import DeltaTable, write_deltalake
 
         try:
             rows = [{**asdict(e), "trigger": self.trigger} for e in events]
             for row in rows:
                 if row["kind"] == "batch":
                     row["delta_versions_behind"] = delta_versions_behind(json.loads(row["sources"]),
-                                                                         self.storage_options)
+                                                                         self.storage_options, self._opened)
             table = pa.Table.from_pylist(rows, schema=_schema())
-            write_deltalake(self.path, table, mode="append", schema_mode="merge",  # logs of older versions
-                            storage_options=self.storage_options)
+            log = self._opened.get(self.path)  # a path would be opened anew, its log read, every append
+            if log is not None:
+                log.update_incremental()
+            write_deltalake(self.path if log is None else log, table, mode="append",
+                            schema_mode="merge",  # the logs of older versions have fewer columns
+                            storage_options=self.storage_options if log is None else None)
+            if log is None:
+                self._opened[self.path] = DeltaTable(self.path, storage_options=self.storage_options)
             self._appends += 1
             if self._appends % COMPACT_EVERY == 0:
                 self._compact()
         except Exception as exc:  # the log must never stop a flow; the run reports it at the end
             self.error = exc
+            self._opened.pop(self.path, None)
 
 
     def _compact(self) -> None:
@@ -247,20 +268,18 @@ def event_log_listener(log: EventLog, on_progress: Callable[[dict[str, Any]], No
     """A Spark ``StreamingQueryListener`` sending every progress to ``log`` (and, parsed, to ``on_progress``).
 
     Spark calls it on its listener thread: ``on_progress`` and ``on_terminated`` (a query ended) should only
-    hand over.
+    hand over. Each progress crosses from the JVM as its JSON, in one call (:class:`_JsonEvents`).
     """
+    from pyspark import SparkContext
     from pyspark.sql.streaming.listener import StreamingQueryListener
 
     class EventLogListener(StreamingQueryListener):
-        def __init__(self) -> None:
-            self.names: dict[str, str] = {}
-
         def onQueryStarted(self, event: Any) -> None:
-            self.names[str(event.id)] = str(event.name or event.id)
+            pass
 
         def onQueryProgress(self, event: Any) -> None:
             try:
-                progress = json.loads(event.progress.json)
+                progress = json.loads(event)
                 log.add(batch_event(log.pipeline, log.run_id, progress))
                 if on_progress is not None:
                     on_progress(progress)
@@ -275,4 +294,40 @@ def event_log_listener(log: EventLog, on_progress: Callable[[dict[str, Any]], No
             if on_terminated is not None:
                 on_terminated()
 
+        @property
+        def _jlistener(self) -> Any:  # what spark.streams.addListener registers in the JVM
+            if not hasattr(self, "_jsonlistener"):
+                jvm = SparkContext._jvm
+                assert jvm is not None
+                self._jsonlistener = jvm.PythonStreamingQueryListenerWrapper(_JsonEvents(self))
+            return self._jsonlistener
+
     return EventLogListener()
+
+
+class _JsonEvents:
+    """Spark's listener interface for Python, handing each progress over as its JSON string.
+
+    PySpark's own adapter builds a Python object from a progress with one py4j call per field, source,
+    state operator and metric: in the clickstream pipeline at 5,000 events/s that was 1.5 CPU-seconds of
+    the JVM's listener bus and more of the driver's Python per 100,000 events, most of deltaflow's own
+    overhead (``benchmarks/profile_pipeline.py``). One call, ``progress().json()``, carries all of it.
+    """
+
+    def __init__(self, listener: Any) -> None:
+        self.listener = listener
+
+    def onQueryStarted(self, jevent: Any) -> None:
+        pass
+
+    def onQueryProgress(self, jevent: Any) -> None:
+        self.listener.onQueryProgress(jevent.progress().json())
+
+    def onQueryIdle(self, jevent: Any) -> None:
+        pass
+
+    def onQueryTerminated(self, jevent: Any) -> None:
+        self.listener.onQueryTerminated(None)
+
+    class Java:
+        implements = ["org.apache.spark.sql.streaming.PythonStreamingQueryListener"]  # noqa: RUF012
