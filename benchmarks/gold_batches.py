@@ -5,8 +5,8 @@ Seed 000's gold (views, unique users and revenue per product and hour) over a si
 After each step each contestant processes the new rows once (trigger availableNow) and the time of its
 gold micro-batch is recorded (Spark's ``triggerExecution``):
 
-* deltaflow, incremental: ``examples/clickstream``'s gold as shipped (exact ``countDistinct``); each batch
-  is aggregated alone and merged in (``deltaflow graph`` says ``incremental``);
+* deltaflow, incremental: ``examples/clickstream``'s gold as shipped (exact ``countDistinct``); its totals
+  live in Spark's state store, each batch folded in (``deltaflow graph`` says ``incremental``);
 * deltaflow, recomputed: the same view with an ``avg`` added, which cannot be merged, so each batch
   recomputes its hour from every silver row in it (the mode every by-window view had before);
 * hand-written: the seed's streaming aggregation, ``approx_count_distinct`` (Spark has no streaming exact
@@ -173,7 +173,7 @@ def main() -> None:
                     higher_is_better=False),
              Figure(f"gold batch, last {half} steps", "s", times["deltaflow, incremental"][-half:],
                     times["hand-written, exact"][-half:], "hand-written, exact (its own deduplication state)",
-                    higher_is_better=False),
+                    higher_is_better=False, target=1 / 1.1, target_text="≤ 1.1× the exact job"),
              Figure(f"gold batch, last {half} steps", "s", times["deltaflow, incremental"][-half:],
                     times["deltaflow, recomputed"][-half:], "deltaflow, window recomputed",
                     higher_is_better=False)],

@@ -1,0 +1,392 @@
+"""Where a micro-batch's time goes, stage by stage: deltaflow's clickstream vs the hand-written exact jobs.
+
+The contestants are ``freshness.py``'s: ``examples/clickstream`` run by deltaflow (bronze -> silver with
+dedup -> gold, an incremental materialized view in a foreachBatch) and the seed's jobs doing the same work
+by hand (``HandWrittenExact``: silver drops duplicates, gold counts distinct users exactly through Spark's
+deduplication state, complete mode). Both run at trigger 0 with ``maxOffsetsPerTrigger`` 50,000, one at a
+time, on one embedded broker and one SparkSession, each run on a fresh 3-partition topic and a fresh folder.
+Each first works through a small discarded backlog (JVM and caches warm), then, deltaflow first in the
+backlog and last in the steady scenario:
+
+1. backlog: ``--backlog`` events produced first, the pipeline started and run until gold holds them all;
+2. steady: generator processes (``freshness_load.Load``) produce ``--rate`` events/s; after gold's first
+   rows and ``--warm-up`` s, ``--duration`` s are measured; then the load stops and the pipeline catches up;
+3. fixed cost: then, three times, 10 events are produced and awaited in gold: what a batch of a few rows
+   costs each stage.
+
+Per stage and scenario, from each query's progress (batches that ran; "with rows" unless said): the median
+``triggerExecution`` and the median of each ``durationMs`` part; Spark jobs and stages run per batch, from
+the driver's status store through py4j: every job of a query's batch, including those a foreachBatch
+function starts, runs in the job group = the query's ``runId`` (checked with a foreachBatch running two
+actions per batch: all its jobs were in the group), and the job's description names its batch; executor
+CPU (``executorCpuTime`` + ``executorDeserializeCpuTime`` of the jobs' stages); Delta commits of the
+stage's table. For the whole pipeline: the CPU of the driver's Python (this process, less its own replays
+of gold's log), of the driver JVM (``/proc/<pid>/stat`` less the executors' share: local mode runs the
+tasks in that JVM; also split by thread: tasks, stream execution, JIT, GC, listener bus...) and of the
+executors, per 100,000 events; jobs outside the three queries; deltaflow's event-log commits
+(``<storage>/_event_log``). One markdown table, deltaflow against the hand-written jobs stage by stage;
+``results/profile_pipeline.json`` holds every measurement. ``--quick``: 100,000 events, 30 s steady.
+Details of the instruments: ``profile_probe.py``.
+
+    .venv/bin/python benchmarks/profile_pipeline.py [--backlog 1000000] [--rate 5000] [--duration 60]
+        [--warm-up 15] [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import math
+import random
+import sys
+import tempfile
+import time
+from dataclasses import asdict
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from deltaflow.dev.broker import EmbeddedKafka
+from deltaflow.dev.generator import clickstream_event, produce, user_key
+from deltaflow.dev.topics import admin_client, create_topic
+from freshness import Runs, free_port
+from freshness_contestants import Contestant, Deltaflow, HandWrittenExact, wait_for
+from freshness_load import Load
+from profile_probe import (
+    PARTS,
+    Jobs,
+    Reading,
+    Scenario,
+    TimedGoldLog,
+    batches,
+    commits_between,
+    delta_commits,
+    median,
+    plain,
+    stage_profile,
+    thread_shares,
+)
+from results import RESULTS, Figure, machine_line, save, versions_line
+
+STAGES = ("bronze", "silver", "gold")
+MAX_OFFSETS = 50_000  # examples/clickstream's own maxOffsetsPerTrigger, given to both
+FEW, ROUNDS = 10, 3  # the fixed-cost batches: events per round, rounds
+PER = 100_000  # CPU is reported per this many events
+
+
+class Run:
+    """One contestant started on a fresh topic and folder, with what measuring it needs."""
+
+    def __init__(self, spark: Any, make: Contestant, root: Path, bootstrap: str) -> None:
+        self.spark, self.root, self.bootstrap = spark, root, bootstrap
+        self.topic = f"fresh-{root.name}"
+        create_topic(bootstrap, self.topic, partitions=3)
+        self.job = make(spark, root, bootstrap, self.topic, max_offsets=MAX_OFFSETS)
+        self.jvm_pid = int(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())
+        self.queries: dict[str, Any] = {}
+
+    def start(self) -> None:
+        self.job.start()
+        self.log = TimedGoldLog(self.job.gold)
+        gold = Path(self.job.gold)
+        if isinstance(self.job, Deltaflow):
+            self.tables = {stage: str(gold.parent / name) for stage, name in
+                           (("bronze", "bronze_clicks"), ("silver", "silver_clicks"), ("gold", gold.name))}
+            self.event_log = str(gold.parents[1] / "_event_log")
+        else:
+            self.tables = {s: str(gold.parents[1] / s / "clickstream") for s in ("bronze", "silver")}
+            self.tables["gold"], self.event_log = str(gold), ""
+
+    def produce(self, events: int, seed: int) -> None:
+        rng = random.Random(seed)
+        stream = (clickstream_event(rng, datetime.now(UTC)) for _ in range(events))
+        produce(self.bootstrap, self.topic, stream, user_key)
+
+    def wait_gold(self, events: int, timeout: float, what: str) -> None:
+        wait_for(self.log, self.job, lambda: self.log.events >= events, timeout, what)
+
+    def mark(self, ending: bool = False) -> tuple[Reading, dict[str, int], float]:
+        """CPU, Delta commits and the log's replay CPU now (the folder scanned outside the window)."""
+        spent = self.log.spent if hasattr(self, "log") else 0.0
+        if ending:
+            reading = Reading.now(self.jvm_pid)
+            return reading, delta_commits(self.root), spent
+        commits = delta_commits(self.root)
+        return Reading.now(self.jvm_pid), commits, spent
+
+    def stop(self) -> str | None:
+        self.queries = self.job.stage_queries()
+        error = self.job.stop()
+        with contextlib.suppress(Exception):  # only disk space is at stake
+            admin_client(self.bootstrap).delete_topics([self.topic], operation_timeout=10)
+        return error
+
+    def profile(self, scenario: Scenario, began: tuple[Reading, dict[str, int], float],
+                ended: tuple[Reading, dict[str, int], float], jobs: Jobs, events: int | None = None) -> None:
+        """Fill ``scenario`` with what happened between the marks ``began`` and ``ended``."""
+        (r0, c0, spent0), (r1, c1, spent1) = began, ended
+        commits = commits_between(c0, c1)
+        groups = {}
+        for stage, query in self.queries.items():
+            groups[stage] = str(query.runId)
+            scenario.stages[stage] = stage_profile(groups[stage], batches(query), jobs, r0.at, r1.at,
+                                                   commits.pop(self.tables[stage], 0))
+        scenario.event_log_commits = commits.pop(self.event_log, 0) if self.event_log else 0
+        scenario.other_commits = {str(Path(t).relative_to(self.root)): n for t, n in commits.items()}
+        window = jobs.within(r0.at, r1.at)
+        scenario.jobs = len(window)
+        scenario.other_jobs = sum(j.group not in groups.values() for j in window)
+        scenario.seconds = r1.at - r0.at
+        scenario.events = events if events is not None else scenario.stages["bronze"].input_rows
+        scenario.python_cpu = (r1.python - r0.python) - (spent1 - spent0)
+        scenario.jvm_cpu = r1.jvm - r0.jvm
+        scenario.executor_cpu = jobs.executor_cpu(window)
+        scenario.jvm_threads = thread_shares(r0.threads, r1.threads, scenario.jvm_cpu)
+
+
+def warm_up(spark: Any, make: Contestant, runs: Runs, bootstrap: str, events: int) -> None:
+    run = Run(spark, make, runs.root(f"{make.name}-warm-up"), bootstrap)
+    run.produce(events, 1)
+    run.start()
+    try:
+        run.wait_gold(events, 600, f"{events:,} warm-up events in gold")
+    finally:
+        run.stop()
+
+
+def backlog(spark: Any, make: Contestant, runs: Runs, bootstrap: str, events: int) -> Scenario:
+    scenario = Scenario(make.name, "backlog")
+    run = Run(spark, make, runs.root(f"{make.name}-backlog"), bootstrap)
+    run.produce(events, 2)
+    began = run.mark()
+    try:
+        run.start()
+        run.wait_gold(events, 1800, f"{events:,} events in gold")
+        ended = run.mark(ending=True)
+    except RuntimeError as exc:
+        scenario.error = str(exc)
+    scenario.error = run.stop() or scenario.error
+    if scenario.error is None:
+        run.profile(scenario, began, ended, Jobs.snapshot(spark), events)
+        scenario.extra["all in gold after (s)"] = scenario.seconds
+    return scenario
+
+
+def steady(spark: Any, make: Contestant, runs: Runs, bootstrap: str,
+           args: argparse.Namespace) -> tuple[Scenario, Scenario]:
+    """The steady scenario, and then the fixed-cost one on the same run."""
+    scenario, fixed = Scenario(make.name, "steady"), Scenario(make.name, "fixed")
+    run = Run(spark, make, runs.root(f"{make.name}-steady"), bootstrap)
+    run.start()
+    load = Load(bootstrap, run.topic, args.rate)
+    rounds: list[float] = []
+    try:
+        run.wait_gold(1, 300, "first events in gold")
+        time.sleep(args.warm_up)
+        began = run.mark()
+        deadline = time.monotonic() + args.duration
+        while time.monotonic() < deadline:  # no replay of gold's log in the window: only a check per second
+            if (error := run.job.error()) is not None:
+                raise RuntimeError(f"{make.name} failed: {error}")
+            time.sleep(min(1.0, max(0.0, deadline - time.monotonic())))
+        ended = run.mark(ending=True)
+        stopped = time.time()
+        load.stop()
+        produced = sum(m[1] for m in load.messages if m[0] == "generated")
+        run.wait_gold(produced, 600, f"all {produced:,} events in gold after the load stopped")
+        scenario.extra["input rate (events/s)"] = load.rate
+        caught_up = run.log.first_with(produced) or stopped
+        scenario.extra["all in gold after the load stopped (s)"] = caught_up - stopped
+        time.sleep(2)
+        fixed_began = run.mark()
+        for n in range(ROUNDS):
+            at = time.time()
+            run.produce(FEW, 10 + n)
+            run.wait_gold(produced + (n + 1) * FEW, 120, f"round {n + 1} of {FEW} events in gold")
+            done = run.log.first_with(produced + (n + 1) * FEW)
+            rounds.append((done or time.time()) - at)
+            time.sleep(2)
+        fixed_ended = run.mark(ending=True)
+    except RuntimeError as exc:
+        scenario.error = fixed.error = str(exc)
+    finally:
+        with contextlib.suppress(Exception):
+            load.stop()
+        error = run.stop()
+    if error or scenario.error:
+        scenario.error = fixed.error = scenario.error or error
+        return scenario, fixed
+    if load.problems:
+        scenario.error = "; ".join(load.problems)
+    jobs = Jobs.snapshot(spark)
+    run.profile(scenario, began, ended, jobs, round(load.rate * (ended[0].at - began[0].at)))
+    run.profile(fixed, fixed_began, fixed_ended, jobs, ROUNDS * FEW)
+    fixed.extra["produce -> in gold, median (s)"] = median(rounds)
+    return scenario, fixed
+
+
+# -- the table -----------------------------------------------------------------------------------------------
+
+def number(value: float | None) -> str:
+    if value is None or not math.isfinite(value):
+        return "–"
+    if abs(value) >= 100 or float(value).is_integer():
+        return f"{value:,.0f}"
+    return f"{value:.1f}" if abs(value) >= 10 else f"{value:.2f}"
+
+
+def cells(ours: float | None, theirs: float | None, shown: tuple[str, str] | None = None) -> list[str]:
+    ratio = "–"
+    if ours is not None and theirs and math.isfinite(ours) and math.isfinite(theirs):
+        ratio = f"{ours / theirs:.2f}×"
+    return [*(shown or (number(ours), number(theirs))), ratio]
+
+
+def per(value: float, events: int) -> float:
+    return value * PER / events if events else math.nan
+
+
+def section(name: str, title: str, ours: Scenario, theirs: Scenario) -> list[list[str]]:
+    blank = ["", "", ""]
+    rows = [[f"**{title}**", *blank * 4]]
+    if ours.error or theirs.error:
+        return [*rows, ["failed: " + "; ".join(e for e in (ours.error, theirs.error) if e), *blank * 4]]
+
+    def stage_row(label: str, get: Any, pipeline: tuple[float, float] | None = None,
+                  show: Any = None) -> None:
+        row = [label]
+        for stage in STAGES:
+            a, b = ours.stages.get(stage), theirs.stages.get(stage)
+            if a is None or b is None:
+                row += blank
+                continue
+            row += cells(get(ours, a), get(theirs, b), (show(a), show(b)) if show else None)
+        rows.append(row + (cells(*pipeline) if pipeline else blank))
+
+    def pipeline_row(label: str, a: float, b: float) -> None:
+        rows.append([label, *blank * 3, *cells(a, b)])
+
+    stage_row("batches with rows (+ without)", lambda x, s: s.batches, (
+        sum(s.batches for s in ours.stages.values()), sum(s.batches for s in theirs.stages.values())),
+        show=lambda s: f"{s.batches} (+{s.no_data})")
+    stage_row("rows per batch, median", lambda x, s: s.rows)
+    stage_row("batch duration, median ms", lambda x, s: s.duration)
+    keys = {k for x in (ours, theirs) for s in x.stages.values() for k, v in s.parts.items() if v}
+    for part in [k for k in PARTS if k in keys] + sorted(keys - set(PARTS)):
+        stage_row(f"  ↳ {part}, median ms", lambda x, s, p=part: s.parts.get(p, math.nan))
+    stage_row("Spark jobs / batch", lambda x, s: s.jobs)
+    stage_row("stages run / batch", lambda x, s: s.stages)
+    stage_row("executor CPU / batch, ms", lambda x, s: s.executor_cpu_batch)
+    if name != "fixed":
+        stage_row(f"executor CPU / {PER // 1000}k events, s", lambda x, s: per(s.executor_cpu, x.events),
+                  (per(ours.executor_cpu, ours.events), per(theirs.executor_cpu, theirs.events)))
+        pipeline_row(f"driver Python CPU / {PER // 1000}k events, s", per(ours.python_cpu, ours.events),
+                     per(theirs.python_cpu, theirs.events))
+        pipeline_row(f"driver JVM CPU / {PER // 1000}k events, s (JVM − executors)",
+                     per(ours.driver_jvm_cpu, ours.events), per(theirs.driver_jvm_cpu, theirs.events))
+        pipeline_row(f"all CPU / {PER // 1000}k events, s (Python + JVM)",
+                     per(ours.python_cpu + ours.jvm_cpu, ours.events),
+                     per(theirs.python_cpu + theirs.jvm_cpu, theirs.events))
+        for key in ours.jvm_threads:
+            pipeline_row(f"  JVM: {key} / {PER // 1000}k events, s", per(ours.jvm_threads[key], ours.events),
+                         per(theirs.jvm_threads.get(key, math.nan), theirs.events))
+    else:
+        pipeline_row("driver Python CPU / round, s", ours.python_cpu / ROUNDS, theirs.python_cpu / ROUNDS)
+        pipeline_row("driver JVM CPU / round, s (JVM − executors)", ours.driver_jvm_cpu / ROUNDS,
+                     theirs.driver_jvm_cpu / ROUNDS)
+    stage_row("Delta commits of its table / batch run", lambda x, s: s.commits_per_batch)
+    stage_row("Spark jobs of the query outside batches with rows", lambda x, s: s.jobs_elsewhere)
+    pipeline_row("Spark jobs outside the three queries", ours.other_jobs, theirs.other_jobs)
+    rows.append(["event-log commits", *blank * 3, str(ours.event_log_commits), "(none)", "–"])
+    for key in dict.fromkeys([*ours.extra, *theirs.extra]):
+        pipeline_row(key, ours.extra.get(key, math.nan), theirs.extra.get(key, math.nan))
+    pipeline_row("events in the window", ours.events, theirs.events)
+    return rows
+
+
+def table(results: list[Scenario], args: argparse.Namespace) -> str:
+    titles = {"backlog": f"backlog: {args.backlog:,} events waiting, run until all in gold",
+              "steady": f"steady: {args.rate:,.0f} events/s, {args.duration:.0f} s after {args.warm_up:g} s",
+              "fixed": f"fixed cost: {ROUNDS} rounds of {FEW} events after the steady run"}
+    who = ("deltaflow", "exact", "×")
+    head = ["measure"] + [f"{part}: {w}" for part in (*STAGES, "pipeline") for w in who]
+    rows = [head, ["---", *["---:"] * (len(head) - 1)]]
+    for name, title in titles.items():
+        found = {r.contestant: r for r in results if r.scenario == name}
+        if Deltaflow.name in found and HandWrittenExact.name in found:
+            rows += section(name, title, found[Deltaflow.name], found[HandWrittenExact.name])
+    return "\n".join("| " + " | ".join(row) + " |" for row in rows)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--backlog", type=int, default=1_000_000, help="events of the backlog scenario")
+    parser.add_argument("--rate", type=float, default=5_000, help="events/s of the steady scenario")
+    parser.add_argument("--duration", type=float, default=60, help="seconds measured at the steady rate")
+    parser.add_argument("--warm-up", type=float, default=15, help="seconds at the steady rate not measured")
+    parser.add_argument("--quick", action="store_true", help="smoke run: 100,000 events backlog, 30 s steady")
+    args = parser.parse_args()
+    if args.quick:
+        given = sys.argv[1:]
+        args.backlog = args.backlog if "--backlog" in given else 100_000
+        args.duration = args.duration if "--duration" in given else 30
+    began = time.monotonic()
+
+    from deltaflow.runtime.session import build_session
+
+    print(f"machine: {machine_line()}")
+    contestants: list[Contestant] = [Deltaflow, HandWrittenExact]
+    results: list[Scenario] = []
+    with tempfile.TemporaryDirectory(prefix="deltaflow-profile-") as tmp_name:
+        tmp = Path(tmp_name)
+        with EmbeddedKafka(state_dir=tmp / "kafka", port=free_port()) as broker:
+            bootstrap = broker.status().bootstrap or ""
+            keep = {key: "100000" for key in ("spark.ui.retainedJobs", "spark.ui.retainedStages",
+                                              "spark.sql.streaming.numRecentProgressUpdates")}
+            spark = build_session(extra={"spark.sql.warehouse.dir": str(tmp / "wh"), **keep})
+            print(f"versions: {versions_line(spark)}")
+            runs = Runs(tmp)
+            warm = max(2_000, args.backlog // 50)
+            for make in contestants:
+                print(f"warm-up: {make.name}, {warm:,} events (discarded) ...", flush=True)
+                warm_up(spark, make, runs, bootstrap, warm)
+            for make in contestants:
+                print(f"backlog: {make.name}, {args.backlog:,} events ... ", end="", flush=True)
+                results.append(backlog(spark, make, runs, bootstrap, args.backlog))
+                print(results[-1].error or f"all in gold after {results[-1].seconds:.1f} s")
+            for make in reversed(contestants):
+                print(f"steady: {make.name}, {args.rate:,.0f} events/s ... ", end="", flush=True)
+                results += steady(spark, make, runs, bootstrap, args)
+                print(results[-2].error or f"{results[-2].stages['bronze'].batches} bronze batches measured")
+            spark.stop()
+    print(f"\n{table(results, args)}\n")
+    print("×: deltaflow / hand-written exact (above 1: deltaflow spends more). Batches are those with rows "
+          "unless said; CPU in CPU-seconds; the backlog's window includes the pipeline's start; the steady "
+          "window's events = the generators' rate × its length.")
+    print(f"machine: {machine_line()}")
+    print(f"versions: {versions_line()}")
+    print(f"total time {time.monotonic() - began:.0f} s")
+    sys.stdout.flush()
+    data = {"args": vars(args), "scenarios": plain([asdict(r) for r in results])}
+    figures = []
+    steady_runs = {r.contestant: r for r in results if r.scenario == "steady" and not r.error}
+    if len(steady_runs) == 2:
+        ours, theirs = steady_runs[Deltaflow.name], steady_runs[HandWrittenExact.name]
+        for stage in STAGES:
+            if ours.stages[stage].durations and theirs.stages[stage].durations:
+                figures.append(Figure(f"{stage} median batch duration at {args.rate:,.0f} events/s", "ms",
+                                      ours.stages[stage].durations, theirs.stages[stage].durations,
+                                      HandWrittenExact.name, higher_is_better=False,
+                                      note="Spark's triggerExecution of each batch with rows, trigger 0"))
+    if figures:
+        save("profile_pipeline", "Micro-batch profile per stage: deltaflow vs the hand-written exact jobs",
+             figures, data=data)
+    else:  # no steady figures (a contestant failed): the raw measurements alone
+        RESULTS.mkdir(exist_ok=True)
+        (RESULTS / "profile_pipeline.json").write_text(json.dumps(data, indent=1) + "\n")
+        print(f"\nsaved {RESULTS / 'profile_pipeline.json'} (raw measurements only)")
+
+
+if __name__ == "__main__":
+    main()
