@@ -2,9 +2,9 @@
 
 Example:
     >>> print(text(resolver))  # doctest: +SKIP
-    bronze_clicks  streaming table  transformations/bronze.py:6
+    bronze_clicks  streaming table, Delta's streaming sink  transformations/bronze.py:6
       <- kafka:clicks
-    silver_clicks  streaming table  transformations/silver.py:12
+    silver_clicks  streaming table, Delta's streaming sink  transformations/silver.py:12
       <- bronze_clicks (stream)
 
 """
@@ -22,15 +22,30 @@ if TYPE_CHECKING:
 
 
 def _label(resolver: Resolver, name: str) -> str:
+    """The dataset's kind and how its rows are written (the execution path each micro-batch takes)."""
     kind = KIND_LABELS[resolver.kinds[name]]
     refresh = resolver.graph.datasets[name].refresh
-    if resolver.kinds[name] == "materialized_view" and refresh is not None:
+    if resolver.kinds[name] == "materialized_view":
+        if refresh is None:
+            return f"{kind}, recomputed whole at each batch of its inputs"
         from deltaflow.sinks.incremental_plan import plan_view
 
         plan = plan_view(resolver, name)
         how = plan.describe() if not isinstance(plan, str) else f"windows recomputed: {plan}"
-        kind += f", by window {refresh.column} {refresh.duration}, {how}"
+        return f"{kind}, by window {refresh.column} {refresh.duration}, {how}"
+    if resolver.kinds[name] == "table":
+        ways = sorted({_writer(resolver, flow.name) for flow in resolver.graph.flows_into(name)})
+        return f"{kind}, {' and '.join(ways)}" if ways else kind
     return kind
+
+
+def _writer(resolver: Resolver, flow: str) -> str:
+    """How a flow into a streaming table writes it (see :mod:`deltaflow.sinks.writer`)."""
+    if resolver.graph.flows[flow].cdc is not None:
+        return "one MERGE per batch"
+    if resolver.flows[flow].quarantines:
+        return "rows and quarantine in one foreachBatch"
+    return "Delta's streaming sink"
 
 
 def _edges(resolver: Resolver, name: str) -> list[tuple[str, str, bool]]:
