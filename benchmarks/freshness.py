@@ -247,8 +247,8 @@ def run_cells(spark: Any, bootstrap: str, runs: Runs, base: float, args: argpars
     """Every contestant at each rate, in an order rotating per rate."""
     fractions = [float(f) for f in args.fractions.split(",")]
     plan: list[tuple[float, float | None]] = [(f, None) for f in fractions]
-    if args.seed_scale:
-        plan.append((fractions[0], args.seed_scale))
+    if args.seed_scale:  # at the rate nearest half the base rate, as the runs before 25 % was added
+        plan.append((min(fractions, key=lambda f: abs(f - 0.5)), args.seed_scale))
     cells: list[Cell] = []
     for index, (fraction, scale) in enumerate(plan):
         intervals = stage_intervals(scale)
