@@ -67,11 +67,9 @@ class IncrementalRefresh:
         """The driver query's output mode: ``complete`` (whole view) or ``update`` (changed groups)."""
         return "complete" if self.whole else "update"
 
-    def choose_mode(self, stored: DataFrame) -> None:
-        """Rewrite the view whole while it is small (``stored``: the view's table, sized by the planner)."""
-        from deltaflow.sinks.materialize import input_bytes
-
-        self.whole = input_bytes(stored) <= REWRITE_BELOW_BYTES
+    def choose_mode(self, view_bytes: int) -> None:
+        """Rewrite the view whole while it is small (``view_bytes``: its table's size as the query starts)."""
+        self.whole = view_bytes <= REWRITE_BELOW_BYTES
 
     def rows(self, stream: DataFrame) -> DataFrame:
         """The driver query: the view's aggregation over ``stream`` (its input), kept in Spark's state."""

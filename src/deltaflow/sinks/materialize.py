@@ -113,7 +113,7 @@ class MaterializedView:
             stored = spark.read.format("delta").load(self.path)
             self._schema = stored.schema
             self._replay = unfinished_batch(self.layout.fs, self.checkpoint)
-            self.incremental.choose_mode(stored)
+            self.incremental.choose_mode(input_bytes(stored))
             table = self.layout.table(self.incremental.plan.input)
             return self.incremental.rows(
                 spark.readStream.format("delta").option("maxFilesPerTrigger", _UNLIMITED).load(table))
