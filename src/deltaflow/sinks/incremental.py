@@ -1,4 +1,4 @@
-"""Incremental materialized views: their aggregates kept in Spark's state store, changed groups written.
+"""Incremental materialized views: their aggregates in Spark's state store, each batch's totals written.
 
 For a view with an :class:`~deltaflow.sinks.incremental_plan.IncrementalPlan`, the view's driver query is
 one streaming aggregation: the view's query run over its input as a stream, up to the ``groupBy``, then
