@@ -45,6 +45,21 @@ def clear_interrupted_writes(fs: FileSystem, checkpoint: FlowCheckpoint | str) -
     return removed
 
 
+def unfinished_batch(fs: FileSystem, checkpoint: FlowCheckpoint) -> int | None:
+    """The batch a query restarted on ``checkpoint`` runs first again: planned, not committed (or None).
+
+    Example:
+        >>> unfinished_batch(layout.fs, layout.checkpoint("gold", "gold"))  # doctest: +SKIP
+        7
+
+    """
+    def newest(folder: str) -> int:
+        return max((int(name) for name in fs.list(folder) if name.isdigit()), default=-1)
+
+    planned = newest(checkpoint.offsets)
+    return planned if planned > newest(checkpoint.commits) else None
+
+
 def copy_until(fs: FileSystem, source: FlowCheckpoint, target: FlowCheckpoint, last_batch: int) -> None:
     """Make ``target`` hold ``source`` as it stood when batch ``last_batch`` had committed.
 

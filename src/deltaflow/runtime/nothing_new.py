@@ -39,6 +39,7 @@ from urllib.parse import unquote, urlparse
 
 from deltaflow.observe.backlog import BacklogProbe, committed_offsets
 from deltaflow.observe.graph_record import read_graph_record
+from deltaflow.runtime.checkpoints import unfinished_batch
 
 if TYPE_CHECKING:
     from deltaflow.graph import Flow, PipelineGraph
@@ -167,11 +168,9 @@ def _last_events(layout: StorageLayout, pipeline: str) -> dict[str, dict[str, di
 def _flow_input(layout: StorageLayout, probe: BacklogProbe, flow: Flow,
                 events: dict[str, dict[str, Any]]) -> NewInput:
     checkpoint = layout.checkpoint(flow.target, flow.name)
-    committed = {int(n) for n in layout.fs.list(checkpoint.commits) if n.isdigit()}
-    planned = {int(n) for n in layout.fs.list(checkpoint.offsets) if n.isdigit()}
-    if not committed:
+    if not any(n.isdigit() for n in layout.fs.list(checkpoint.commits)):
         return NewInput("no batch committed yet")
-    if max(planned, default=-1) > max(committed):
+    if unfinished_batch(layout.fs, checkpoint) is not None:
         return NewInput("a batch in flight")
     if events.get("end", {}).get("kind") == "failed":
         return NewInput("it failed in its last run")

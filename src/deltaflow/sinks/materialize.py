@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING
 
 from deltaflow.errors import SinkError
 from deltaflow.faults import crash_point
+from deltaflow.runtime.checkpoints import unfinished_batch
 from deltaflow.sinks.conflicts import retry_conflicts
 from deltaflow.sinks.idempotent import flow_app_id, idempotent_writes
 from deltaflow.sinks.incremental import IncrementalRefresh
@@ -43,7 +44,6 @@ if TYPE_CHECKING:
     from deltaflow.resolve.resolver import Resolver
     from deltaflow.runtime.triggers import Trigger
     from deltaflow.storage import FlowCheckpoint, StorageLayout
-    from deltaflow.storage.fs import FileSystem
 
 MAX_WINDOWS = 64
 #: Inputs this small are recomputed whole: scanning them costs less than finding the touched windows and
@@ -275,15 +275,6 @@ def newest_data_version(layout: StorageLayout, dataset: str, look_back: int = 10
             if add is not None and add.get("dataChange", True):
                 return version
     return None
-
-
-def unfinished_batch(fs: FileSystem, checkpoint: FlowCheckpoint) -> int | None:
-    """The batch a query restarted on ``checkpoint`` runs first again: planned, not committed (or None)."""
-    def newest(folder: str) -> int:
-        return max((int(name) for name in fs.list(folder) if name.isdigit()), default=-1)
-
-    planned = newest(checkpoint.offsets)
-    return planned if planned > newest(checkpoint.commits) else None
 
 
 def window_predicate(output: str, starts: list[int]) -> str:
