@@ -47,6 +47,7 @@ TOMBSTONE_RETENTION = "pipelines.cdc.tombstoneGCThresholdInSeconds"
 DEFAULT_TOMBSTONE_SECONDS = 2 * 24 * 3600
 _SEQ, _OP, _RANK, _FRESH, _SRC = SEQUENCE, "_df_op", "_df_rank", "_df_fresh", "_df_src"
 UPSERT, DELETE, TRUNCATE = "upsert", "delete", "truncate"
+_GUARD = "deltaflow auto CDC: an event without a"  # raise_error's message in a guarded batch
 
 
 def tombstone_retention(flow: Flow, properties: Mapping[str, str]) -> int:
@@ -106,15 +107,6 @@ def target_schema(flow: Flow, source: StructType) -> StructType:
     return StructType(fields)
 
 
-@dataclass(frozen=True)
-class _Summary:
-    events: int
-    unordered: int
-    keyless: int
-    deletes: int
-    truncates: int
-
-
 @dataclass
 class AutoCdcWriter:
     """Applies each micro-batch of an auto CDC flow to its target.
@@ -143,34 +135,40 @@ class AutoCdcWriter:
         self.buried.create(spark, [source[k] for k in self.cdc.keys], _sequence_type(self.flow, source))
 
     def apply(self, batch: DataFrame, batch_id: int) -> None:
-        """Apply one micro-batch (called inside :func:`~deltaflow.sinks.idempotent.idempotent_writes`)."""
+        """Apply one micro-batch (called inside :func:`~deltaflow.sinks.idempotent.idempotent_writes`).
+
+        The batch is read once: by the MERGE, which leaves it cached for its tombstones; no counting job.
+        An event without a key or sequence fails the MERGE before it commits (``raise_error`` in the
+        source's columns); only then are the bad events counted, for the error.
+        """
         from pyspark import StorageLevel
         from pyspark.sql import functions as F
 
-        events = self._events(batch).persist(StorageLevel.MEMORY_AND_DISK)
+        events = self._events(batch, guarded=True).persist(StorageLevel.MEMORY_AND_DISK)
         try:
-            summary = self._summary(events)
-            if summary.events == 0:
-                return
-            sequence, keys = ", ".join(self.cdc.sequence_by), ", ".join(self.cdc.keys)
-            for count, what in ((summary.unordered, f"a null sequence_by ({sequence})"),
-                                (summary.keyless, f"a null key ({keys})")):
-                if count:
-                    raise SinkError(f"auto CDC flow '{self.flow.name}': {count} event(s) have {what}",
-                                    location=str(self.flow.location),
-                                    hint="fill it in upstream, or filter those events out in the source view")
+            truncates = 0
+            if self.cdc.apply_as_truncates is not None:
+                truncates = events.where(F.col(_OP) == TRUNCATE).count()
             if self.cdc.scd_type == 1:
-                self._scd1(events, summary)
+                self._scd1(events, truncates)
             else:
                 self._scd2(events)
-            deletes = events.where(F.col(_OP) == DELETE).select(*self.cdc.keys, _SEQ)
-            self.buried.record(deletes, summary.deletes, batch_id)
+            if self.cdc.apply_as_deletes is not None:
+                self.buried.record(events.where(F.col(_OP) == DELETE).select(*self.cdc.keys, _SEQ), batch_id)
+        except Exception as error:
+            if _GUARD not in str(error):
+                raise
+            raise self._bad_events(self._events(batch, guarded=False)) from None
         finally:
             events.unpersist()
 
     # -- events -------------------------------------------------------------------------------------------
 
-    def _events(self, batch: DataFrame) -> DataFrame:
+    def _events(self, batch: DataFrame, *, guarded: bool) -> DataFrame:
+        """The kept columns, ``_df_seq``, ``_df_op`` and ``_df_rank`` of each event.
+
+        ``guarded``: a null key or sequence raises an error naming :data:`_GUARD` when its row is read.
+        """
         from pyspark.sql import functions as F
 
         cdc = self.cdc
@@ -181,24 +179,43 @@ class AutoCdcWriter:
             op = F.when(_condition(cdc.apply_as_truncates), F.lit(TRUNCATE)).otherwise(op)
         if cdc.apply_as_deletes is not None:
             op = F.when(_condition(cdc.apply_as_deletes), F.lit(DELETE)).otherwise(op)
-        return batch.select(*[F.col(c) for c in self.kept], sequence.alias(_SEQ), op.alias(_OP),
-                            F.when(op == DELETE, 1).otherwise(0).alias(_RANK))
+        columns = {c: F.col(c) for c in self.kept}
+        if guarded:
+            unordered, keyless = self._unordered(), self._keyless(op)
+            sequence = F.when(unordered, F.raise_error(F.lit(f"{_GUARD}: sequence"))).otherwise(sequence)
+            for key in cdc.keys:
+                columns[key] = F.when(keyless, F.raise_error(F.lit(f"{_GUARD}: key"))).otherwise(columns[key])
+        return batch.select(*[column.alias(name) for name, column in columns.items()], sequence.alias(_SEQ),
+                            op.alias(_OP), F.when(op == DELETE, 1).otherwise(0).alias(_RANK))
 
-    def _summary(self, events: DataFrame) -> _Summary:
-        """One pass over the batch: how many events, how many without a sequence, which kinds."""
+    def _unordered(self) -> Column:
         from pyspark.sql import functions as F
 
         unordered = F.lit(False)
         for column in self.cdc.sequence_by:
             unordered = unordered | F.col(column).isNull()
+        return unordered
+
+    def _keyless(self, op: Column) -> Column:
+        from pyspark.sql import functions as F
+
         keyless = F.lit(False)
         for column in self.cdc.keys:
             keyless = keyless | F.col(column).isNull()
-        keyless = keyless & (F.col(_OP) != TRUNCATE)  # a truncate names no row
-        row = events.agg(F.count(F.lit(1)), F.count_if(unordered), F.count_if(keyless),
-                         F.count_if(F.col(_OP) == DELETE), F.count_if(F.col(_OP) == TRUNCATE)).first()
+        return keyless & (op != TRUNCATE)  # a truncate names no row
+
+    def _bad_events(self, events: DataFrame) -> SinkError:
+        """The error for a batch whose MERGE met an event without a key or sequence: how many of each."""
+        from pyspark.sql import functions as F
+
+        row = events.agg(F.count_if(self._unordered()), F.count_if(self._keyless(F.col(_OP)))).first()
         assert row is not None
-        return _Summary(*row)
+        sequence, keys = ", ".join(self.cdc.sequence_by), ", ".join(self.cdc.keys)
+        count, what = ((row[0], f"a null sequence_by ({sequence})") if row[0]
+                       else (row[1], f"a null key ({keys})"))
+        return SinkError(f"auto CDC flow '{self.flow.name}': {count} event(s) have {what}",
+                         location=str(self.flow.location),
+                         hint="fill it in upstream, or filter those events out in the source view")
 
     @property
     def _values(self) -> list[str]:
@@ -209,15 +226,15 @@ class AutoCdcWriter:
 
     # -- SCD type 1 ---------------------------------------------------------------------------------------
 
-    def _scd1(self, events: DataFrame, summary: _Summary) -> None:
+    def _scd1(self, events: DataFrame, truncates: int) -> None:
         from delta.tables import DeltaTable
         from pyspark.sql import Window
         from pyspark.sql import functions as F
 
         session = events.sparkSession
         cdc = self.cdc
-        fresh = F.lit(summary.truncates > 0)  # the stored row is gone: write the event as it is
-        if summary.truncates:  # the events up to the last truncate are void, and every stored row goes
+        fresh = F.lit(truncates > 0)  # the stored row is gone: write the event as it is
+        if truncates:  # the events up to the last truncate are void, and every stored row goes
             last = events.where(F.col(_OP) == TRUNCATE).agg(F.max(_SEQ).alias("_df_truncate"))
             events = (events.crossJoin(F.broadcast(last)).where(F.col(_SEQ) > F.col("_df_truncate"))
                       .drop("_df_truncate"))
@@ -236,7 +253,7 @@ class AutoCdcWriter:
                    .withColumn(_FRESH, fresh))
         buried = F.expr(f"{self._keys_match('w', 'b')} AND w.{_SEQ} <= b.{_SEQ}")  # deleted as late or later
         winners = winners.alias("w").join(self.buried.rows(session).alias("b"), buried, "left_anti")
-        newer = f"s.{_SEQ} > {self._sequence_of('t')}" + (" OR true" if summary.truncates else "")
+        newer = f"s.{_SEQ} > {self._sequence_of('t')}" + (" OR true" if truncates else "")
         value: dict[str, str | Column] = {c: f"s.`{c}`" for c in self.kept}
         if cdc.ignore_null_updates:
             value.update({c: f"CASE WHEN s.{_FRESH} THEN s.`{c}` ELSE coalesce(s.`{c}`, t.`{c}`) END"
@@ -247,7 +264,7 @@ class AutoCdcWriter:
                  .whenMatchedUpdate(condition=f"s.{_OP} = '{UPSERT}' AND ({newer})", set=value)
                  .whenNotMatchedInsert(condition=f"s.{_OP} = '{UPSERT}'",
                                        values={c: f"s.`{c}`" for c in self.kept}))
-        if summary.truncates:
+        if truncates:
             merge = merge.whenNotMatchedBySourceDelete()
         merge.execute()
 

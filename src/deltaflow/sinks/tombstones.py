@@ -21,7 +21,7 @@ Example:
     >>> tombstones = Tombstones(checkpoint.tombstones, retention_seconds=172800)  # doctest: +SKIP
     >>> tombstones.create(spark, key_fields, sequence_type)  # doctest: +SKIP
     >>> buried = tombstones.rows(session)  # doctest: +SKIP
-    >>> tombstones.record(deletes, count=2, batch_id=7)  # doctest: +SKIP
+    >>> tombstones.record(deletes, batch_id=7)  # doctest: +SKIP
 
 """
 
@@ -80,23 +80,26 @@ class Tombstones:
         # A DataFrame made from Arrow has no size for the planner: say it is small (at most COPY_LIMIT rows)
         return F.broadcast(session.createDataFrame(self._copy, schema=self._schema))
 
-    def record(self, deletes: DataFrame, count: int, batch_id: int) -> None:
-        """Append a batch's ``count`` deletes (keys and ``_df_seq``), without the batch's transaction id.
+    def record(self, deletes: DataFrame, batch_id: int) -> None:
+        """Append a batch's deletes (keys and ``_df_seq``), without the batch's transaction id.
 
-        Every ``CLEANUP_EVERY`` batches the expired ones are dropped in the same commit.
+        Up to :data:`COPY_LIMIT` of them are read once into the driver and written from there (one Spark
+        job over the batch, nothing written when there are none); every ``CLEANUP_EVERY`` batches the
+        expired ones are dropped in the same commit.
         """
         import pyarrow as pa
         from pyspark.sql import functions as F
 
         cleanup = batch_id % CLEANUP_EVERY == 0
-        if not count and not cleanup:
-            return
         session = deletes.sparkSession
         new = deletes.withColumn(DELETED_AT, F.current_timestamp())
-        copy, added = self._copy, None
-        if copy is not None and copy.num_rows + count <= COPY_LIMIT:
-            added = new.toArrow()  # what is written is what the copy gets: the same timestamps
-            new = session.createDataFrame(added, schema=new.schema)
+        added = new.limit(COPY_LIMIT + 1).toArrow() if _copyable(new.schema) else None
+        if added is not None and added.num_rows > COPY_LIMIT:
+            added = None
+        if added is not None:
+            if not added.num_rows and not cleanup:
+                return
+            new = session.createDataFrame(added, schema=new.schema)  # the timestamps the copy gets
         writer = new.write.format("delta").mode("append")
         if cleanup:
             cutoff = F.expr(f"current_timestamp() - INTERVAL {int(self.retention_seconds)} SECONDS")
@@ -104,11 +107,13 @@ class Tombstones:
             writer = kept.localCheckpoint().unionByName(new).write.format("delta").mode("overwrite")
         with unstamped(session):
             writer.save(self.path)
+        copy = self._copy
         if cleanup:  # read the table again at the next batch
             self._copy, self._oversize = None, False
-        elif copy is not None:  # extended, or dropped when it would outgrow the limit
-            self._copy = None if added is None else pa.concat_tables([copy, added.cast(copy.schema)])
-            self._oversize = added is None
+        elif copy is not None and added is not None and copy.num_rows + added.num_rows <= COPY_LIMIT:
+            self._copy = pa.concat_tables([copy, added.cast(copy.schema)])  # extended
+        elif copy is not None:  # dropped: it would outgrow the limit
+            self._copy, self._oversize = None, True
 
 
 def _copyable(schema: StructType) -> bool:
