@@ -348,7 +348,7 @@ def test_tombstones_read_from_the_drivers_copy_equal_the_table_and_expire_every_
         return sorted((r["id"], r["_df_seq"]) for r in tombstones.rows(spark).collect())
 
     def record(rows: list[tuple[int, int]], batch_id: int) -> None:
-        tombstones.record(spark.createDataFrame(rows, "id INT, _df_seq INT"), batch_id)
+        tombstones.record(tombstones.collect(spark.createDataFrame(rows, "id INT, _df_seq INT")), batch_id)
 
     assert seen() == [] and tombstones._copy is not None  # the copy, taken from the empty table
     record([(1, 5), (2, 6)], batch_id=1)

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from deltaflow.errors import ConfigError, GraphError, SinkError
+from deltaflow.sinks.merge_source import on_materialized
 from deltaflow.sinks.tombstones import SEQUENCE, Tombstones
 
 if TYPE_CHECKING:
@@ -116,6 +117,7 @@ class AutoCdcWriter:
         path: The target Delta table.
         tombstones: The flow's tombstone table (in its checkpoint, so a full refresh starts without them).
         retention_seconds: How long a tombstone is kept.
+        storage_options: ``deltalake``'s options for the storage (S3 keys), for the tombstones' appends.
 
     """
 
@@ -123,11 +125,12 @@ class AutoCdcWriter:
     path: str
     tombstones: str
     retention_seconds: int = DEFAULT_TOMBSTONE_SECONDS
+    storage_options: Mapping[str, str] | None = None
 
     def __post_init__(self) -> None:
         self.cdc = _cdc(self.flow)
         self.kept: list[str] = []
-        self.buried = Tombstones(self.tombstones, self.retention_seconds)
+        self.buried = Tombstones(self.tombstones, self.retention_seconds, self.storage_options)
 
     def prepare(self, spark: SparkSession, source: StructType) -> None:
         """Check the source's columns and create the tombstone table (so every batch can read it)."""
@@ -137,30 +140,35 @@ class AutoCdcWriter:
     def apply(self, batch: DataFrame, batch_id: int) -> None:
         """Apply one micro-batch (called inside :func:`~deltaflow.sinks.idempotent.idempotent_writes`).
 
-        The batch is read once: by the MERGE, which leaves it cached for its tombstones; no counting job.
-        An event without a key or sequence fails the MERGE before it commits (``raise_error`` in the
-        source's columns); only then are the bad events counted, for the error.
+        The batch is read once. An event without a key or sequence fails the batch before anything
+        commits (``raise_error`` in the source's columns); only then are the bad events counted, for the
+        error.
         """
         from pyspark import StorageLevel
         from pyspark.sql import functions as F
 
-        events = self._events(batch, guarded=True).persist(StorageLevel.MEMORY_AND_DISK)
+        events = self._events(batch, guarded=True)
+        cached = self.cdc.scd_type == 2 or self.cdc.apply_as_truncates is not None
+        if cached:
+            events = events.persist(StorageLevel.MEMORY_AND_DISK)
         try:
             truncates = 0
             if self.cdc.apply_as_truncates is not None:
                 truncates = events.where(F.col(_OP) == TRUNCATE).count()
             if self.cdc.scd_type == 1:
-                self._scd1(events, truncates)
+                self._scd1(events, truncates, batch_id)
             else:
                 self._scd2(events)
-            if self.cdc.apply_as_deletes is not None:
-                self.buried.record(events.where(F.col(_OP) == DELETE).select(*self.cdc.keys, _SEQ), batch_id)
+                if self.cdc.apply_as_deletes is not None:
+                    deletes = events.where(F.col(_OP) == DELETE).select(*self.cdc.keys, _SEQ)
+                    self.buried.record(self.buried.collect(deletes), batch_id)
         except Exception as error:
             if _GUARD not in str(error):
                 raise
             raise self._bad_events(self._events(batch, guarded=False)) from None
         finally:
-            events.unpersist()
+            if cached:
+                events.unpersist()
 
     # -- events -------------------------------------------------------------------------------------------
 
@@ -226,12 +234,32 @@ class AutoCdcWriter:
 
     # -- SCD type 1 ---------------------------------------------------------------------------------------
 
-    def _scd1(self, events: DataFrame, truncates: int) -> None:
-        from delta.tables import DeltaTable
+    def _scd1(self, events: DataFrame, truncates: int, batch_id: int) -> None:
+        """The latest event per key, merged in: one pass over the batch for the MERGE and the tombstones.
+
+        A winning delete is enough for a tombstone in SCD type 1: an earlier delete of its key in the
+        batch is outranked by the row the winner leaves in the target (or by the winner's tombstone).
+        """
+        from pyspark.sql import functions as F
+
+        def write(source: DataFrame) -> None:
+            deletes = None
+            if self.cdc.apply_as_deletes is not None:
+                deletes = self.buried.collect(source.where(F.col(_OP) == DELETE).select(*self.cdc.keys, _SEQ))
+            self._merge_latest(source, truncates)
+            if deletes is not None:
+                self.buried.record(deletes, batch_id)
+
+        on_materialized(self._latest(events, truncates), write)
+
+    def _latest(self, events: DataFrame, truncates: int) -> DataFrame:
+        """The batch's latest event per key, less those a tombstone buries.
+
+        ``_df_fresh``: the event has no stored row to fill its nulls from.
+        """
         from pyspark.sql import Window
         from pyspark.sql import functions as F
 
-        session = events.sparkSession
         cdc = self.cdc
         fresh = F.lit(truncates > 0)  # the stored row is gone: write the event as it is
         if truncates:  # the events up to the last truncate are void, and every stored row goes
@@ -250,16 +278,20 @@ class AutoCdcWriter:
             fresh = fresh | ((F.col("_df_epoch") > 0) & (F.col(_OP) == UPSERT))  # deleted earlier in batch
         latest = Window.partitionBy(*cdc.keys).orderBy(F.col(_SEQ).desc(), F.col(_RANK).desc())
         winners = (events.withColumn("_df_n", F.row_number().over(latest)).where("_df_n = 1")
-                   .withColumn(_FRESH, fresh))
+                   .withColumn(_FRESH, fresh).drop("_df_n", "_df_epoch"))
         buried = F.expr(f"{self._keys_match('w', 'b')} AND w.{_SEQ} <= b.{_SEQ}")  # deleted as late or later
-        winners = winners.alias("w").join(self.buried.rows(session).alias("b"), buried, "left_anti")
+        return winners.alias("w").join(self.buried.rows(events.sparkSession).alias("b"), buried, "left_anti")
+
+    def _merge_latest(self, source: DataFrame, truncates: int) -> None:
+        from delta.tables import DeltaTable
+
         newer = f"s.{_SEQ} > {self._sequence_of('t')}" + (" OR true" if truncates else "")
         value: dict[str, str | Column] = {c: f"s.`{c}`" for c in self.kept}
-        if cdc.ignore_null_updates:
+        if self.cdc.ignore_null_updates:
             value.update({c: f"CASE WHEN s.{_FRESH} THEN s.`{c}` ELSE coalesce(s.`{c}`, t.`{c}`) END"
                           for c in self._values})
-        merge = (DeltaTable.forPath(session, self.path).alias("t")
-                 .merge(winners.alias("s"), self._keys_match("t", "s"))
+        merge = (DeltaTable.forPath(source.sparkSession, self.path).alias("t")
+                 .merge(source.alias("s"), self._keys_match("t", "s"))
                  .whenMatchedDelete(condition=f"s.{_OP} = '{DELETE}' AND ({newer})")
                  .whenMatchedUpdate(condition=f"s.{_OP} = '{UPSERT}' AND ({newer})", set=value)
                  .whenNotMatchedInsert(condition=f"s.{_OP} = '{UPSERT}'",

@@ -14,26 +14,31 @@ Arrow does not carry, there is no copy and the table is read every batch. The co
 in an executor's memory, so a lost executor does not lose it.
 
 Appends go without the batch's transaction id: a replay may append a batch's tombstones twice, which no
-reader can tell apart (a key is buried up to its highest sequence), and an unstamped commit spares Delta
-a Spark job over the table's log every batch.
+reader can tell apart (a key is buried up to its highest sequence). A batch's deletes are read into the
+driver before its MERGE, in the pass that computes the MERGE's source, and appended from there by
+``deltalake``, without a Spark job (0.18 s of Spark write per batch before, in the trace above).
 
 Example:
     >>> tombstones = Tombstones(checkpoint.tombstones, retention_seconds=172800)  # doctest: +SKIP
     >>> tombstones.create(spark, key_fields, sequence_type)  # doctest: +SKIP
     >>> buried = tombstones.rows(session)  # doctest: +SKIP
-    >>> tombstones.record(deletes, batch_id=7)  # doctest: +SKIP
+    >>> pending = tombstones.collect(deletes)  # before the MERGE  # doctest: +SKIP
+    >>> tombstones.record(pending, batch_id=7)  # after it  # doctest: +SKIP
 
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from deltaflow.sinks.idempotent import unstamped
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     import pyarrow as pa
+    from deltalake import DeltaTable
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import DataType, StructField, StructType
 
@@ -54,6 +59,8 @@ class Tombstones:
 
     path: str
     retention_seconds: int
+    storage_options: Mapping[str, str] | None = None
+    _log: DeltaTable | None = field(default=None, init=False, repr=False)  # deltalake's handle, for appends
     _copy: pa.Table | None = field(default=None, init=False, repr=False)
     _schema: StructType | None = field(default=None, init=False, repr=False)
     _oversize: bool = field(default=False, init=False, repr=False)  # too many rows to copy until a clean-up
@@ -80,33 +87,35 @@ class Tombstones:
         # A DataFrame made from Arrow has no size for the planner: say it is small (at most COPY_LIMIT rows)
         return F.broadcast(session.createDataFrame(self._copy, schema=self._schema))
 
-    def record(self, deletes: DataFrame, batch_id: int) -> None:
-        """Append a batch's deletes (keys and ``_df_seq``), without the batch's transaction id.
+    def collect(self, deletes: DataFrame) -> Pending:
+        """Read a batch's deletes (keys and ``_df_seq``) into the driver, up to :data:`COPY_LIMIT` of them.
 
-        Up to :data:`COPY_LIMIT` of them are read once into the driver and written from there (one Spark
-        job over the batch, nothing written when there are none); every ``CLEANUP_EVERY`` batches the
-        expired ones are dropped in the same commit.
+        One Spark job over the batch; above the limit, or for keys Arrow does not carry, they stay a
+        DataFrame and are read again by :meth:`record`.
         """
-        import pyarrow as pa
         from pyspark.sql import functions as F
 
-        cleanup = batch_id % CLEANUP_EVERY == 0
-        session = deletes.sparkSession
         new = deletes.withColumn(DELETED_AT, F.current_timestamp())
-        added = new.limit(COPY_LIMIT + 1).toArrow() if _copyable(new.schema) else None
-        if added is not None and added.num_rows > COPY_LIMIT:
-            added = None
-        if added is not None:
-            if not added.num_rows and not cleanup:
-                return
-            new = session.createDataFrame(added, schema=new.schema)  # the timestamps the copy gets
-        writer = new.write.format("delta").mode("append")
-        if cleanup:
-            cutoff = F.expr(f"current_timestamp() - INTERVAL {int(self.retention_seconds)} SECONDS")
-            kept = session.read.format("delta").load(self.path).where(F.col(DELETED_AT) >= cutoff)
-            writer = kept.localCheckpoint().unionByName(new).write.format("delta").mode("overwrite")
-        with unstamped(session):
-            writer.save(self.path)
+        found = new.limit(COPY_LIMIT + 1).toArrow() if _copyable(new.schema) else None
+        if found is None or found.num_rows > COPY_LIMIT:
+            return Pending(new, None)
+        return Pending(deletes.sparkSession.createDataFrame(found, schema=new.schema), found)
+
+    def record(self, pending: Pending, batch_id: int) -> None:
+        """Append what :meth:`collect` read, without the batch's transaction id (nothing when it is empty).
+
+        Rows read into the driver are appended by ``deltalake`` (no Spark job); every ``CLEANUP_EVERY``
+        batches the expired ones are dropped by Spark in the same commit.
+        """
+        import pyarrow as pa
+
+        cleanup = batch_id % CLEANUP_EVERY == 0
+        new, added = pending
+        if added is not None and not cleanup:
+            if added.num_rows:
+                self._append(added)
+        else:
+            self._rewrite(new, cleanup)
         copy = self._copy
         if cleanup:  # read the table again at the next batch
             self._copy, self._oversize = None, False
@@ -114,6 +123,34 @@ class Tombstones:
             self._copy = pa.concat_tables([copy, added.cast(copy.schema)])  # extended
         elif copy is not None:  # dropped: it would outgrow the limit
             self._copy, self._oversize = None, True
+
+    def _append(self, rows: pa.Table) -> None:
+        from deltalake import DeltaTable, write_deltalake
+
+        if self._log is None:  # opened once: a path would be opened anew, its log read, every append
+            self._log = DeltaTable(self.path, storage_options=dict(self.storage_options or {}) or None)
+        else:
+            self._log.update_incremental()
+        write_deltalake(self._log, rows, mode="append")
+
+    def _rewrite(self, new: DataFrame, cleanup: bool) -> None:
+        """Append ``new`` with Spark; at a clean-up, overwrite the table with it and the unexpired rows."""
+        from pyspark.sql import functions as F
+
+        session = new.sparkSession
+        writer = new.write.format("delta").mode("append")
+        if cleanup:
+            cutoff = F.expr(f"current_timestamp() - INTERVAL {int(self.retention_seconds)} SECONDS")
+            kept = session.read.format("delta").load(self.path).where(F.col(DELETED_AT) >= cutoff)
+            writer = kept.localCheckpoint().unionByName(new).write.format("delta").mode("overwrite")
+        with unstamped(session):
+            writer.save(self.path)
+
+class Pending(NamedTuple):
+    """A batch's deletes on their way to the table: the rows to write, and their copy in the driver."""
+
+    rows: DataFrame
+    copy: pa.Table | None
 
 
 def _copyable(schema: StructType) -> bool:

@@ -109,7 +109,7 @@ class FlowWriters:
 
         if flow.cdc is not None:
             retention = tombstone_retention(flow, self.resolver.table_properties(flow.target))
-            writer = AutoCdcWriter(flow, path, checkpoint.tombstones, retention)
+            writer = AutoCdcWriter(flow, path, checkpoint.tombstones, retention, self.layout.storage_options)
             writer.prepare(self.spark, df.schema)
             return each_batch(writer.apply)
         if target.handler is not None:
