@@ -384,7 +384,8 @@ def main() -> None:
         sys.exit(1)
     save("cdc_merge", "Auto CDC upserts into 1M rows: deltaflow vs seed 001's foreachBatch MERGE", [
         Figure(f"MERGE throughput, {percent:g} % of keys per batch", "rows/s", ours.rates, hand.rates,
-               "hand-written foreachBatch MERGE", higher_is_better=True, target=1.2,
+               "hand-written foreachBatch MERGE", higher_is_better=True, target=1.0,
+               target_text="≥ 1.0× the hand-written foreachBatch MERGE (issue 39), same semantics checked",
                note=f"MERGE alone, median: deltaflow {statistics.median(ours.merge_millis) / 1000:.2f} s, "
                     f"hand-written {statistics.median(hand.merge_millis) / 1000:.2f} s per batch")
         for percent, ours, hand in cells],

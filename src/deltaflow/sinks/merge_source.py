@@ -43,7 +43,7 @@ def on_materialized(df: DataFrame, write: Callable[[DataFrame], T], attempts: in
 
     session = df.sparkSession
     for attempt in range(1, attempts + 1):
-        source = df.localCheckpoint(eager=True, storageLevel=StorageLevel.MEMORY_AND_DISK)
+        source = df.localCheckpoint(eager=True, storageLevel=StorageLevel.DISK_ONLY)  # as Delta's
         session.conf.set(MATERIALIZE, "none")
         try:
             return write(source)
