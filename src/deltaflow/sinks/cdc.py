@@ -277,8 +277,10 @@ class AutoCdcWriter:
                                                           ignorenulls=True).over(segment))
             fresh = fresh | ((F.col("_df_epoch") > 0) & (F.col(_OP) == UPSERT))  # deleted earlier in batch
         latest = Window.partitionBy(*cdc.keys).orderBy(F.col(_SEQ).desc(), F.col(_RANK).desc())
-        winners = (events.withColumn("_df_n", F.row_number().over(latest)).where("_df_n = 1")
-                   .withColumn(_FRESH, fresh).drop("_df_n", "_df_epoch"))
+        winners = events.withColumn("_df_n", F.row_number().over(latest)).where("_df_n = 1")
+        if cdc.ignore_null_updates:  # the MERGE's source carries only the columns its clauses read
+            winners = winners.withColumn(_FRESH, fresh)
+        winners = winners.drop("_df_n", "_df_epoch", _RANK)
         buried = F.expr(f"{self._keys_match('w', 'b')} AND w.{_SEQ} <= b.{_SEQ}")  # deleted as late or later
         return winners.alias("w").join(self.buried.rows(events.sparkSession).alias("b"), buried, "left_anti")
 
