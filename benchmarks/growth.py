@@ -1,17 +1,23 @@
-"""How a micro-batch's cost grows with the data already there: an auto CDC batch into a 1M vs a 10M-row target.
+"""How a micro-batch's cost grows with the data already there: the same batch into a table 10× larger.
 
-Issue 39 asks that a batch of the same size cost at most 1.3× as much when the table it lands in is ten
-times larger. For each target size (``--small`` and ``--large`` rows) the script writes an events table
-as ``cdc_merge.py`` does (commit 0: the initial state; then ``--batches`` commits of ``--changes``
-changed keys each, about 1 % deletes and 1 % new keys), and runs both of ``cdc_merge.py``'s contestants
-over it, one micro-batch per commit: deltaflow's auto CDC flow and the hand-written foreachBatch MERGE.
-Batch 0 (the initial load) is not counted. A warm-up round on a small table runs first and is discarded;
-then ``--rounds`` rounds, the order of the contestants alternating. Figures: the median counted batch per
-contestant and size, and the growth from the small target to the large one; the targets are checked equal
-to each other and to the state expected from the events after every round.
+Issue 39 asks that a batch of the same size cost at most 1.3× as much when what it lands in is ten times
+larger. Two parts (``--parts``), each against its hand-written job in the same session:
 
-    .venv/bin/python benchmarks/growth.py [--small 1000000] [--large 10000000] [--changes 10000]
-                                          [--batches 4] [--rounds 2]
+* ``cdc``: for each target size (``--small`` and ``--large`` rows) an events table as ``cdc_merge.py``
+  writes it (commit 0: the initial state; then ``--batches`` commits of ``--changes`` changed keys each,
+  about 1 % deletes and 1 % new keys), and both of ``cdc_merge.py``'s contestants over it, one micro-batch
+  per commit: deltaflow's auto CDC flow and the hand-written foreachBatch MERGE. Batch 0 (the initial load)
+  is not counted; the targets are checked equal to each other and to the state the events imply.
+* ``gold``: for each silver size, ``gold_batches.py``'s gold over a silver table of that many clicks in one
+  hour (nearly every (product, user) pair distinct, so the exact count's state holds about one entry per
+  row); each contestant's first batch reads them all and is not counted, then ``--steps`` steps of
+  ``--step-rows`` new clicks are: deltaflow's incremental view against the hand-written exact job.
+
+A warm-up round on a small table runs first and is discarded; the contestants' order alternates. Figures:
+the median counted batch per contestant and size, and the growth from the small size to the large one.
+
+    .venv/bin/python benchmarks/growth.py [--parts cdc,gold] [--small 1000000] [--large 10000000]
+                                          [--changes 10000] [--batches 4] [--rounds 2] [--steps 4]
 """
 
 from __future__ import annotations
@@ -57,9 +63,9 @@ def run_size(spark: Any, root: Path, rows: int, changes: int, batches: int, roun
             print(f"  {who:12s} round {round_ + 1}: batches (s) "
                   + ", ".join(f"{ms / 1000:.2f}" for ms in result.millis)
                   + f"; MERGE alone {statistics.median(result.merge_millis) / 1000:.2f} s")
-        got = {fingerprint(spark.read.format("delta").load(str(root / f"hand-written-{round_}" / "accounts"))),
-               fingerprint(spark.read.format("delta").load(
-                   Pipeline.load(root / f"deltaflow-{round_}").layout.table("accounts")))}
+        hand = str(root / f"hand-written-{round_}" / "accounts")
+        ours = Pipeline.load(root / f"deltaflow-{round_}").layout.table("accounts")
+        got = {fingerprint(spark.read.format("delta").load(path)) for path in (hand, ours)}
         if got != {expected}:
             print(f"  round {round_ + 1}: the targets differ from the state expected from the events")
             return None
@@ -73,21 +79,105 @@ def median_batch(runs: list[Result]) -> list[float]:
     return [statistics.median(r.millis) / 1000 for r in runs]
 
 
+def cdc_part(spark: Any, tmp: Path, args: argparse.Namespace) -> Figure | None:
+    """The CDC batch into both target sizes; ``None`` if a target was wrong."""
+    warm = tmp / "cdc-warm-up"
+    write_events(spark, str(warm / "events"), args.small // 10, 2, 1.0, args.seed)
+    for who, job in CONTESTANTS.items():
+        job(spark, str(warm / "events"), warm / who, args.small // 10, 2)
+    print(f"cdc warm-up round ({args.small // 10:,} rows, both contestants): discarded")
+    sizes: dict[int, dict[str, list[Result]]] = {}
+    for rows in (args.small, args.large):
+        runs = run_size(spark, tmp / f"cdc-{rows}", rows, args.changes, args.batches, args.rounds, args.seed)
+        if runs is None:
+            return None
+        sizes[rows] = runs
+    medians = {who: {rows: statistics.median(median_batch(sizes[rows][who])) for rows in sizes}
+               for who in CONTESTANTS}
+    print_growth("auto CDC batch", medians, args)
+    hand = medians["hand-written"]
+    return Figure(f"auto CDC batch of {args.changes:,} changes, {args.large:,}-row target", "s",
+                  median_batch(sizes[args.large]["deltaflow"]), median_batch(sizes[args.small]["deltaflow"]),
+                  f"deltaflow, the same batch into a {args.small:,}-row target", higher_is_better=False,
+                  target=1 / 1.3, target_text=f"≤ 1.3× the batch into a target {args.large // args.small}× "
+                  "smaller",
+                  note=f"hand-written foreachBatch MERGE: {hand[args.small]:.2f} s into {args.small:,} rows, "
+                       f"{hand[args.large]:.2f} s into {args.large:,} ({growth(hand, args):.2f}×)")
+
+
+def gold_part(spark: Any, tmp: Path, args: argparse.Namespace) -> Figure:
+    """Gold's batch over both silver sizes: deltaflow's incremental view, the exact hand-written job."""
+    from freshness_contestants import HandWrittenExact
+    from gold_batches import append_silver, deltaflow_contestant
+    from gold_batches import hand_written as gold_job
+
+    chunk = 1_000_000  # silver is written a million rows per commit
+    times: dict[str, dict[int, list[float]]] = {"hand-written, exact": {}, "deltaflow": {}}
+    for rows in (args.small // 10, args.small, args.large):  # the first: the warm-up, discarded
+        root = tmp / f"gold-{rows}"
+        silver = str(root / "silver")
+        began = time.perf_counter()
+        for step in range(max(1, rows // chunk)):
+            append_silver(spark, silver, step, min(rows, chunk), rows, args.products)
+        print(f"\ngold over {rows:,} silver rows: wrote silver in {time.perf_counter() - began:.0f} s")
+        jobs = {"hand-written, exact": gold_job(spark, root / "exact", silver, HandWrittenExact),
+                "deltaflow": deltaflow_contestant(spark, root / "deltaflow", silver, "")}
+        for who, job in jobs.items():
+            began = time.perf_counter()
+            job()  # every row there so far: the state is built, not counted
+            print(f"  {who}: first batch over {rows:,} rows in {time.perf_counter() - began:.0f} s")
+        first = rows // args.step_rows + 1  # later steps' ids follow the rows already there
+        for step in range(args.steps):
+            append_silver(spark, silver, first + step, args.step_rows, rows, args.products)
+            order = list(jobs) if step % 2 == 0 else list(reversed(jobs))
+            for who in order:
+                times[who].setdefault(rows, []).append(jobs[who]())
+            print(f"  step {step + 1}: " + ", ".join(f"{w} {times[w][rows][-1]:.2f} s" for w in jobs))
+        shutil.rmtree(root, ignore_errors=True)
+    medians = {who: {rows: statistics.median(times[who][rows]) for rows in (args.small, args.large)}
+               for who in times}
+    print_growth("gold batch", medians, args)
+    hand = medians["hand-written, exact"]
+    return Figure(f"gold batch of {args.step_rows:,} clicks, silver at {args.large:,} rows", "s",
+                  times["deltaflow"][args.large], times["deltaflow"][args.small],
+                  f"deltaflow, the same batch with silver at {args.small:,} rows", higher_is_better=False,
+                  target=1 / 1.3, target_text=f"≤ 1.3× the batch over a silver {args.large // args.small}× "
+                  "smaller",
+                  note=f"hand-written exact job: {hand[args.small]:.2f} s with silver at {args.small:,} "
+                       f"rows, {hand[args.large]:.2f} s at {args.large:,} ({growth(hand, args):.2f}×)")
+
+
+def growth(by_size: dict[int, float], args: argparse.Namespace) -> float:
+    return by_size[args.large] / by_size[args.small]
+
+
+def print_growth(what: str, medians: dict[str, dict[int, float]], args: argparse.Namespace) -> None:
+    print(f"\n| {what} | {args.small:,} rows (s) | {args.large:,} rows (s) | growth |\n|---|---:|---:|---:|")
+    for who, by_size in medians.items():
+        few, many = by_size[args.small], by_size[args.large]
+        print(f"| {who} | {few:.2f} | {many:.2f} | {growth(by_size, args):.2f}x |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--small", type=int, default=1_000_000, help="rows of the smaller target")
-    parser.add_argument("--large", type=int, default=10_000_000, help="rows of the larger target")
-    parser.add_argument("--changes", type=int, default=10_000, help="changed keys per batch, both sizes")
-    parser.add_argument("--batches", type=int, default=4, help="counted batches per round")
-    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--parts", default="cdc,gold", help="cdc, gold or both")
+    parser.add_argument("--small", type=int, default=1_000_000, help="rows of the smaller table")
+    parser.add_argument("--large", type=int, default=10_000_000, help="rows of the larger table")
+    parser.add_argument("--changes", type=int, default=10_000, help="cdc: changed keys per batch")
+    parser.add_argument("--batches", type=int, default=4, help="cdc: counted batches per round")
+    parser.add_argument("--rounds", type=int, default=2, help="cdc: rounds per size")
+    parser.add_argument("--step-rows", type=int, default=40_000, help="gold: new clicks per step")
+    parser.add_argument("--steps", type=int, default=4, help="gold: counted steps per size")
+    parser.add_argument("--products", type=int, default=500, help="gold: products (users: one per row)")
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--shuffle-partitions", type=int, default=4)
     parser.add_argument("--workdir", help="folder for the run's tables (default: a temporary folder)")
     args = parser.parse_args()
+    parts = args.parts.split(",")
     began = time.monotonic()
     print(f"machine: {machine_line()}")
     tmp = Path(tempfile.mkdtemp(prefix="deltaflow-growth-", dir=args.workdir))
-    sizes: dict[int, dict[str, list[Result]]] = {}
+    figures: list[Figure] = []
     try:
         spark = build_session(extra={
             "spark.sql.warehouse.dir": str(tmp / "wh"),
@@ -96,43 +186,24 @@ def main() -> None:
         })
         spark.sparkContext.setLogLevel("ERROR")
         print(f"versions: {versions_line(spark)}")
-        warm = tmp / "warm-up"
-        write_events(spark, str(warm / "events"), args.small // 10, 2, 1.0, args.seed)
-        for who, job in CONTESTANTS.items():
-            job(spark, str(warm / "events"), warm / who, args.small // 10, 2)
-        print(f"warm-up round ({args.small // 10:,} rows, both contestants): discarded")
-        for rows in (args.small, args.large):
-            runs = run_size(spark, tmp / f"rows-{rows}", rows, args.changes, args.batches, args.rounds,
-                            args.seed)
-            if runs is None:
+        if "cdc" in parts:
+            figure = cdc_part(spark, tmp, args)
+            if figure is None:
                 sys.exit(1)
-            sizes[rows] = runs
+            figures.append(figure)
+        if "gold" in parts:
+            figures.append(gold_part(spark, tmp, args))
         spark.stop()
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-
-    small, large = sizes[args.small], sizes[args.large]
-    print(f"\n| contestant | batch, {args.small:,}-row target (s) | batch, {args.large:,}-row target (s) "
-          "| growth |\n|---|---:|---:|---:|")
-    for who in CONTESTANTS:
-        few, many = statistics.median(median_batch(small[who])), statistics.median(median_batch(large[who]))
-        print(f"| {who} | {few:.2f} | {many:.2f} | {many / few:.2f}x |")
-    print(f"\nmedian counted batch of each round ({args.changes:,} changed keys), median of {args.rounds} "
-          f"rounds after a warm-up; total time {time.monotonic() - began:.0f} s")
-    ratio = f"{args.large // args.small}×"
-    save("growth", "A batch's cost as the table grows: the same auto CDC batch into a 1M vs a 10M-row target", [
-        Figure(f"auto CDC batch of {args.changes:,} changes, {args.large:,}-row target", "s",
-               median_batch(large["deltaflow"]), median_batch(small["deltaflow"]),
-               f"deltaflow, the same batch into a {args.small:,}-row target", higher_is_better=False,
-               target=1 / 1.3, target_text=f"≤ 1.3× the batch into a target {ratio} smaller",
-               note=f"hand-written foreachBatch MERGE: {statistics.median(median_batch(small['hand-written'])):.2f}"
-                    f" s into {args.small:,} rows, "
-                    f"{statistics.median(median_batch(large['hand-written'])):.2f} s into {args.large:,}"),
-    ], notes=[f"{args.changes:,} changed keys per batch (about 1 % deletes, 1 % new keys), {args.batches} "
-              f"counted batches per round, medians of {args.rounds} rounds after a warm-up round; both "
-              "targets were equal to the state expected from the events in every round. Not yet measured "
-              "here: a gold batch with silver at 1M vs 10M rows, a bronze batch with 10k vs 1M files' "
-              "worth of log."])
+    print(f"\ntotal time {time.monotonic() - began:.0f} s")
+    save("growth", "A batch's cost as the data grows: the same batch into a table 10× larger", figures,
+         notes=[f"cdc: {args.changes:,} changed keys per batch (about 1 % deletes, 1 % new keys), "
+                f"{args.batches} counted batches per round, medians of {args.rounds} rounds after a warm-up "
+                "round; both targets equal to the state expected from the events in every round. gold: "
+                f"{args.steps} steps of {args.step_rows:,} clicks after each contestant's first batch over "
+                "the silver rows already there, one user per row, medians. Not measured yet: a bronze batch "
+                "with 10k vs 1M files' worth of log."])
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ from typing import Any
 from results import RESULTS, need
 
 HERE = Path(__file__).resolve().parent
-ORDER = ["profile_pipeline", "bronze_ingest", "freshness", "gold_batches", "cdc_merge", "quality",
+ORDER = ["profile_pipeline", "bronze_ingest", "freshness", "gold_batches", "cdc_merge", "growth", "quality",
          "compaction", "restart", "sdp_orders", "storage_s3", "cluster"]
 COLOURS = {"deltaflow": "tab:blue", "hand-written": "tab:orange"}
 
