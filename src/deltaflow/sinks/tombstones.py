@@ -138,6 +138,8 @@ class Tombstones:
         from pyspark.sql import functions as F
 
         session = new.sparkSession
+        if not cleanup and new.isEmpty():  # rows not read into the driver: nothing to append, no commit
+            return
         writer = new.write.format("delta").mode("append")
         if cleanup:
             cutoff = F.expr(f"current_timestamp() - INTERVAL {int(self.retention_seconds)} SECONDS")
