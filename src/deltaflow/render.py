@@ -41,8 +41,10 @@ def _label(resolver: Resolver, name: str) -> str:
 
 def _writer(resolver: Resolver, flow: str) -> str:
     """How a flow into a streaming table writes it (see :mod:`deltaflow.sinks.writer`)."""
-    if resolver.graph.flows[flow].cdc is not None:
-        return "one MERGE per batch"
+    if (cdc := resolver.graph.flows[flow].cdc) is not None:
+        if cdc.scd_type == 2:
+            return "one MERGE per batch, the touched keys' history rebuilt"
+        return "one MERGE per batch from one pass over it (tombstones read from the same pass)"
     if resolver.flows[flow].quarantines:
         return "rows and quarantine in one foreachBatch"
     return "Delta's streaming sink"

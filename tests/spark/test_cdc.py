@@ -20,6 +20,7 @@ from cdc_model import replay, scd1, scd2
 from deltaflow.dev.sample_data import customer_changes
 from deltaflow.errors import FlowError, GraphError
 from deltaflow.pipeline import Pipeline
+from deltaflow.render import text
 from deltaflow.runtime.run_plan import RunPlan
 from deltaflow.runtime.runner import PipelineRun
 from deltaflow.spec import load_spec
@@ -123,6 +124,10 @@ def test_scd1_scd2_and_audit_match_a_reference_model_across_batches(  # type: ig
     assert sorted(tuple(r[k] for k in key) for r in audit) == sorted(tuple(r[k] for k in key) for r in feed)
     assert len({tuple(r[k] for k in key) for r in audit}) == len(audit)
     assert replay(audit, "customer_id", COLUMNS) == expected_latest
+
+    picture = text(project.pipeline(spark).dry_run())  # the graph says how each table is written
+    assert "customers          streaming table, one MERGE per batch from one pass over it" in picture
+    assert "customers_history  streaming table, one MERGE per batch, the touched keys' history" in picture
 
     # `deltaflow changes` (no JVM) shows the same feed, between two versions.
     def changes_cli(*args: str) -> subprocess.CompletedProcess[str]:
