@@ -4,7 +4,7 @@ pip's pyspark has no ``start-master.sh``; its ``bin/spark-class`` runs the maste
 Spark's scripts do. ``deltaflow cluster start`` returns once every worker has registered with the master;
 a pipeline then runs on it with ``configuration: {spark.master: spark://127.0.0.1:7077}``. Executors start
 Python with the driver's interpreter, so on this machine deltaflow and the definitions' imports come from
-the same virtualenv (see the README's Production section for a real cluster).
+the same virtualenv (see docs/production.md for a real cluster).
 
 Example:
     >>> cluster = LocalSparkCluster(port=7077, workers=2)  # doctest: +SKIP

@@ -234,4 +234,4 @@ def filesystem_for(root: str, s3: S3Spec | None = None) -> FileSystem:
     if is_s3(root):
         return S3FileSystem(s3)
     raise ConfigError(f"storage '{root}': deltaflow keeps its records on local storage or S3 (s3a://)",
-                      location="storage", hint="for GCS or ADLS see the README's Production section")
+                      location="storage", hint="for GCS or ADLS see docs/production.md")
