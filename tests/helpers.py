@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from deltaflow.pipeline import Pipeline
-    from deltaflow.runtime.runner import FlowOutcome
+    from deltaflow.runtime.outcomes import FlowOutcome
     from deltaflow.spec import S3Spec
     from deltaflow.storage import StorageLayout
 

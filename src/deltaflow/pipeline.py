@@ -46,8 +46,9 @@ if TYPE_CHECKING:
     from deltaflow.graph import Flow, PipelineGraph
     from deltaflow.resolve.resolver import Resolver
     from deltaflow.runtime.nothing_new import NewInput
+    from deltaflow.runtime.outcomes import FlowOutcome, MessageCallback, ProgressCallback
     from deltaflow.runtime.run_plan import RunPlan
-    from deltaflow.runtime.runner import FlowOutcome, MessageCallback, PipelineRun, ProgressCallback
+    from deltaflow.runtime.runner import PipelineRun
     from deltaflow.runtime.triggers import Trigger
     from deltaflow.ui.app import UiServer
 
@@ -259,7 +260,7 @@ class Pipeline:
         each flow as completed. ``news``: :meth:`new_input`'s answer, when already asked.
         """
         from deltaflow.runtime.event_log import EventLog, end_event
-        from deltaflow.runtime.runner import FlowOutcome
+        from deltaflow.runtime.outcomes import FlowOutcome
         from deltaflow.storage.lease import TableLeases, lease_ttl
 
         if (news or self.new_input(mode, plan)).reason is not None:

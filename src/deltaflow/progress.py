@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from rich.console import Console
 
-from deltaflow.runtime.runner import BatchProgress
+from deltaflow.runtime.outcomes import BatchProgress
 
 
 def format_batch(batch: BatchProgress) -> str:

@@ -2,9 +2,9 @@
 
 Example:
     >>> print(text(resolver))  # doctest: +SKIP
-    bronze_clicks  streaming table, Delta's streaming sink  transformations/bronze.py:6
+    bronze_clicks  streaming table, one foreachBatch that also writes silver_clicks's rows  ...
       <- kafka:clicks
-    silver_clicks  streaming table, Delta's streaming sink  transformations/silver.py:12
+    silver_clicks  streaming table, written from bronze_clicks's micro-batches (one query for both, ...
       <- bronze_clicks (stream)
 
 """
@@ -47,6 +47,13 @@ def _writer(resolver: Resolver, flow: str) -> str:
         return "one MERGE per batch from one pass over it (tombstones read from the same pass)"
     if resolver.flows[flow].quarantines:
         return "rows and quarantine in one foreachBatch"
+    from deltaflow.sinks.carry import carrier_of
+
+    if (carrier := carrier_of(resolver, flow)[0]) is not None:
+        return f"written from {carrier}'s micro-batches (one query for both, no hop between)"
+    carried = sorted(f for f in resolver.flows if f != flow and carrier_of(resolver, f)[0] == flow)
+    if carried:
+        return f"one foreachBatch that also writes {', '.join(carried)}'s rows"
     return "Delta's streaming sink"
 
 

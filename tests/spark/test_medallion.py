@@ -294,12 +294,13 @@ def versions_row_counts(project: Project, table: str) -> list[int]:
 def test_the_flows_a_caller_holds_stay_put_while_the_run_starts_more(spark, pipeline: Pipeline) -> None:
     pipeline.drop([event("a", "u1", "p1", "2025-05-01T10:00:00Z", 1.0)])
     run = Facade.load(pipeline.project.spec_path, spark=spark).start("available_now")
-    held = run.queries  # a caller's thread may iterate it while the run's thread starts silver, then gold
+    held = run.queries  # a caller's thread may iterate it while the run's thread starts gold
     at_start = sorted(held)
     run.finish(threading.Event())
-    assert "bronze" in at_start and "silver" not in at_start  # silver waits for bronze to finish
+    # silver is written from bronze's batches (one query); gold waits for them to finish
+    assert at_start == ["bronze", "silver"] and run.queries["silver"] is run.queries["bronze"]
     assert sorted(held) == at_start
-    assert {"bronze", "silver"} <= set(run.queries)
+    assert sorted(run.queries) == ["bronze", "gold", "silver"]
 
 
 def test_refresh_runs_only_what_is_asked_and_what_it_needs(spark, pipeline: Pipeline) -> None:
@@ -322,7 +323,8 @@ def test_full_refresh_rebuilds_downstream_atomically(  # type: ignore[no-untyped
 
     pipeline.run(spark, RunPlan(full_refresh=frozenset({"silver"})))
 
-    assert [layout.current_generation(d, d) for d in ("bronze", "silver", "gold")] == [0, 1, 1]
+    # bronze's query carried silver's (one query); silver rebuilt alone, bronze went on without it
+    assert [layout.current_generation(d, d) for d in ("bronze", "silver", "gold")] == [1, 1, 1]
     assert sorted(str(r["id"]) for r in pipeline.rows("silver")) == silver_before
     assert actual_gold(pipeline.rows("gold")) == gold_before
     assert layout.open_table(layout.table("bronze")).version() == bronze_version

@@ -10,8 +10,8 @@ from typing import Any
 from deltalake import DeltaTable
 
 from deltaflow.pipeline import Pipeline
+from deltaflow.runtime.outcomes import FlowOutcome
 from deltaflow.runtime.run_plan import RunPlan
-from deltaflow.runtime.runner import FlowOutcome
 from deltaflow.spec import load_spec
 from helpers import Project
 

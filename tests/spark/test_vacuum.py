@@ -25,8 +25,8 @@ def bronze():
     return dp.read_files("landing", schema="id STRING")
 
 @dp.table
-def silver():
-    return dp.read_stream("bronze")
+def silver():  # with an option it reads bronze's table, as a query of its own (not carried by bronze's)
+    return dp.read_stream("bronze", maxFilesPerTrigger=1000)
 """
 
 

@@ -46,15 +46,19 @@ def committed_offsets(layout: StorageLayout, checkpoint: FlowCheckpoint) -> list
     """The per-source offsets of the newest committed batch of ``checkpoint`` (None: nothing committed).
 
     ``offsets/N`` holds a version line, the batch's metadata, then one JSON offset per source (``-`` for a
-    source without one).
+    source without one). A carrier's query reads its sources once per branch (:mod:`deltaflow.sinks.carry`):
+    its own branch's are returned.
     """
+    from deltaflow.sinks.carry import carried_flows
+
     batches = [int(n) for n in layout.fs.list(checkpoint.commits) if n.isdigit()]
     if not batches:
         return None
     text = layout.fs.read_text(f"{checkpoint.offsets}/{max(batches)}")
     if not text:
         return None
-    return [None if line.strip() == "-" else json.loads(line) for line in text.splitlines()[2:] if line]
+    offsets = [None if line.strip() == "-" else json.loads(line) for line in text.splitlines()[2:] if line]
+    return offsets[:len(offsets) // (1 + len(carried_flows(layout, checkpoint)))]
 
 
 class BacklogProbe:
@@ -80,7 +84,7 @@ class BacklogProbe:
         """
         found: dict[str, Backlog] = {}
         for flow, (dataset, descriptions) in flows.items():
-            offsets = committed_offsets(self.layout, self.layout.checkpoint(dataset, flow))
+            offsets = committed_offsets(self.layout, self.layout.position(dataset, flow))
             if offsets is None:
                 continue
             kafka = [o for o in offsets if _is_kafka(o)]

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from deltaflow.errors import GraphError
 from deltaflow.resolve.reads import CHANGE_COLUMNS, CHANGE_FEED, ReadMode
@@ -36,6 +36,7 @@ class ResolvedFlow:
         changes: The datasets whose change feed it reads.
         pinned: The datasets it reads as of a version or a timestamp (time travel).
         quarantines: Whether some of its rows go to its table's quarantine (expectations, ``parse_json``).
+        options: Per pipeline dataset it reads, the read's options.
 
     """
 
@@ -46,6 +47,7 @@ class ResolvedFlow:
     changes: set[str] = field(default_factory=set)
     pinned: set[str] = field(default_factory=set)
     quarantines: bool = False
+    options: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @property
     def streaming(self) -> bool:

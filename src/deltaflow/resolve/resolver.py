@@ -204,6 +204,7 @@ class Resolver(ResolvedGraph):
         changes = reads.reads_changes(options)
         if reader is not None:
             reader.inputs[name] = "stream" if streaming else "batch"
+            reader.options[name] = options
             if changes:
                 reader.changes.add(name)
             if {"versionasof", "timestampasof"} & {k.lower() for k in options}:

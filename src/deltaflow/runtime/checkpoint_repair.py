@@ -87,7 +87,7 @@ def repair_checkpoint(layout: StorageLayout, checkpoint: FlowCheckpoint, table: 
         commits.pop()
     if offsets and not readable(fs.read_text(f"{checkpoint.offsets}/{offsets[-1]}"), 2):
         batch = offsets[-1]
-        written = _written_batch(layout, table, [query_id, checkpoint.app_id(query_id)]) if table else batch
+        written = written_batch(layout, table, [query_id, checkpoint.app_id(query_id)]) if table else batch
         if (commits and commits[-1] >= batch) or (written is not None and written >= batch):
             raise ConfigError(f"{flow}: its checkpoint entry offsets/{batch} is unreadable and batch {batch} "
                               "already wrote its table, so what it read cannot be known again",
@@ -117,14 +117,14 @@ def _query_id(layout: StorageLayout, checkpoint: FlowCheckpoint, table: str | No
         return None
     for query_id in dict.fromkeys(r["query_id"] for r in sorted(logged, key=lambda r: r["end_time"],
                                                                  reverse=True)):
-        if _written_batch(layout, table, [query_id, checkpoint.app_id(query_id)]) is not None:
+        if written_batch(layout, table, [query_id, checkpoint.app_id(query_id)]) is not None:
             layout.fs.write_text(checkpoint.metadata, json.dumps({"id": query_id}) + "\n")
             return str(query_id)
     return None
 
 
-def _written_batch(layout: StorageLayout, table: str, app_ids: list[str]) -> int | None:
-    """The newest batch id the table records for any of ``app_ids`` (None: none)."""
+def written_batch(layout: StorageLayout, table: str, app_ids: list[str]) -> int | None:
+    """The newest batch id the Delta table at ``table`` records for any of ``app_ids`` (None: none)."""
     try:
         log = layout.open_table(table)
     except Exception:

@@ -124,3 +124,34 @@ def _check_source_log(fs: FileSystem, source: FlowCheckpoint, log: str, target: 
         raise ConfigError(f"flow '{source.flow}': its file source's log was compacted past batch "
                           f"{last_batch}, so it cannot go back there",
                           hint="rewind to a later version, or full-refresh the table")
+
+
+def copy_own_sources(fs: FileSystem, source: FlowCheckpoint, target: FlowCheckpoint, branches: int,
+                     written: int | None) -> None:
+    """Make ``target`` a carrier's checkpoint ``source`` without the flows it carried: its own sources only.
+
+    A carrier's query reads its sources once per branch (its own first), so each entry of its offset log
+    has ``branches`` times its own sources' lines. The copy keeps the first share of every entry up to the
+    newest batch that wrote the carrier's table (``written``: the batch its table records, None: only
+    committed batches count), those batches marked committed, those sources' logs, and no state. The copy
+    gets a new query id. Copying again after a crash midway gives the same checkpoint.
+    """
+    committed = [int(n) for n in fs.list(source.commits) if n.isdigit()]
+    last = max([*committed, *([written] if written is not None else [])], default=None)
+    if last is None:
+        return
+    own = 0
+    for batch in sorted(int(n) for n in fs.list(source.offsets) if n.isdigit() and int(n) <= last):
+        lines = (fs.read_text(f"{source.offsets}/{batch}") or "").splitlines()
+        own = (len(lines) - 2) // max(1, branches)
+        fs.write_text(f"{target.offsets}/{batch}", "\n".join(lines[:2 + own]))
+        fs.write_text(f"{target.commits}/{batch}", 'v1\n{"nextBatchWatermarkMs":0}')
+
+    def keep(parts: tuple[str, ...]) -> bool:
+        match = _NUMBERED.match(parts[-1])
+        return not parts[-1].endswith(".crc") and (match is None or int(match.group(1)) <= last)
+
+    for name in fs.list(f"{source.path}/sources"):
+        if name.isdigit() and int(name) < own:
+            _copy_tree(fs, f"{source.path}/sources/{name}", f"{target.path}/sources/{name}", (), keep)
+    fs.write_text(target.metadata, json.dumps({"id": str(uuid.uuid4())}) + "\n")

@@ -20,7 +20,7 @@ import re
 import threading
 import uuid
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -148,6 +148,20 @@ def batch_event(pipeline: str, run_id: str, progress: Mapping[str, Any]) -> Batc
     )
 
 
+def with_input_rows(event: BatchEvent, rows: int) -> BatchEvent:
+    """``event`` with ``rows`` read (its rates scaled alike): a carrier's batch as each of its flows read it.
+
+    Example:
+        >>> with_input_rows(batch_event("p", "r", {"name": "bronze", "id": "q", "batchId": 0,
+        ...     "numInputRows": 8, "timestamp": "2026-11-26T10:00:00.000Z"}), 4).input_rows
+        4
+
+    """
+    ratio = rows / event.input_rows if event.input_rows else 0.0
+    return replace(event, input_rows=rows, input_rows_per_second=event.input_rows_per_second * ratio,
+                   processed_rows_per_second=event.processed_rows_per_second * ratio)
+
+
 def end_event(pipeline: str, run_id: str, flow: str, state: str, error: str | None) -> BatchEvent:
     """The event of a flow's end in a run: ``completed``, ``stopped`` or ``failed`` (with its error)."""
     now = datetime.now(UTC)
@@ -186,6 +200,9 @@ class EventLog:
         self._seen: dict[str, int] = {}  # query id -> newest batch id logged
         self._opened: dict[str, DeltaTable] = {}  # the writer thread's tables: the log, the sources read
         self._seen_changed = threading.Condition()
+        #: Carrier flow -> the flows its query also writes (:mod:`deltaflow.sinks.carry`): each batch of the
+        #: carrier's query is logged for each of them too.
+        self.carried: dict[str, tuple[str, ...]] = {}
 
     def add(self, event: BatchEvent) -> None:
         """Queue ``event`` for the next append."""
@@ -273,6 +290,8 @@ def event_log_listener(log: EventLog, on_progress: Callable[[dict[str, Any]], No
     from pyspark import SparkContext
     from pyspark.sql.streaming.listener import StreamingQueryListener
 
+    from deltaflow.sinks.carry import carried_rows
+
     class EventLogListener(StreamingQueryListener):
         def onQueryStarted(self, event: Any) -> None:
             pass
@@ -280,7 +299,12 @@ def event_log_listener(log: EventLog, on_progress: Callable[[dict[str, Any]], No
         def onQueryProgress(self, event: Any) -> None:
             try:
                 progress = json.loads(event)
-                log.add(batch_event(log.pipeline, log.run_id, progress))
+                logged = batch_event(log.pipeline, log.run_id, progress)
+                carried = log.carried.get(logged.flow, ())
+                if (rows := carried_rows(progress)) is not None:  # one query, several flows
+                    logged = with_input_rows(logged, rows)
+                for flow in (logged.flow, *carried):
+                    log.add(replace(logged, flow=flow))
                 if on_progress is not None:
                     on_progress(progress)
             except Exception as exc:  # never let logging break the listener bus

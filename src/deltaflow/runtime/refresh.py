@@ -17,10 +17,12 @@ Example:
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from deltaflow.sinks.writer import FlowWriters
     from deltaflow.storage import StorageLayout
 
 
@@ -63,3 +65,53 @@ class FullRefresh:
         """Forget the refresh and its staging table (the table has been replaced)."""
         self.layout.fs.delete(self.layout.refresh_record(self.dataset))
         self.layout.fs.delete_tree(self.layout.staging(self.dataset))
+
+
+def refresh_dataset(writers: FlowWriters, dataset: str, on_message: Callable[[str], None]) -> None:
+    """Carry out the recorded full refresh of ``dataset``: a view recomputed, a table rebuilt and swapped.
+
+    Raises:
+        FlowError: The rebuild failed (the record stays, so the next run tries again).
+
+    """
+    from deltaflow.errors import FlowError, first_line
+
+    refresh = FullRefresh(writers.layout, dataset)
+    kind = writers.resolver.kinds[dataset]
+    how = {"table": "rebuild in staging", "materialized_view": "recompute"}.get(kind, "from scratch")
+    on_message(f"{dataset}: full refresh ({how})")
+    try:
+        if kind == "materialized_view":
+            writers.view(dataset).refresh_all()
+        elif kind == "table":
+            _refill(writers, dataset, refresh, on_message)
+    except FlowError:
+        raise
+    except Exception as exc:
+        raise FlowError(f"full refresh of '{dataset}' failed: {first_line(exc)}",
+                        location=str(writers.resolver.graph.datasets[dataset].location)) from exc
+    refresh.finish()
+
+
+def _refill(writers: FlowWriters, dataset: str, refresh: FullRefresh,
+            on_message: Callable[[str], None]) -> None:
+    from deltaflow.errors import FlowError, first_line
+    from deltaflow.faults import crash_point
+    from deltaflow.runtime.triggers import Trigger
+    from deltaflow.sinks.tables import ensure_table, replace_rows
+
+    resolver = writers.resolver
+    spec = resolver.graph.datasets[dataset]
+    ensure_table(writers.spark, spec, refresh.staging, resolver.schemas[dataset],
+                 resolver.table_properties(dataset))
+    for flow in resolver.graph.flows_into(dataset):
+        query = writers.start(flow, Trigger("available_now"), into=refresh.staging)
+        assert query is not None  # a streaming table's flow always runs
+        query.awaitTermination()
+        error = query.exception()
+        if error is not None:
+            raise FlowError(f"full refresh of '{dataset}': flow '{flow.name}' failed: "
+                            f"{first_line(error)}", location=str(flow.location))
+    rows = replace_rows(writers.spark, spec, refresh.staging, writers.layout.table(dataset))
+    crash_point(f"refresh_swapped:{dataset}")
+    on_message(f"{dataset}: replaced with {rows:,} rebuilt rows")

@@ -20,22 +20,29 @@ from __future__ import annotations
 
 import queue
 import threading
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from deltaflow.errors import FlowError, LeaseError, first_line
-from deltaflow.faults import crash_point
 from deltaflow.resolve.resolver import Resolver
+from deltaflow.runtime.carry_plan import (
+    CarryPlan,
+    finish_leaving,
+    leave,
+    leaving,
+    plan_carries,
+    recorded_carriers,
+    separate,
+)
 from deltaflow.runtime.event_log import EventLog, end_event, event_log_listener
 from deltaflow.runtime.maintenance import Maintainer
-from deltaflow.runtime.refresh import FullRefresh
+from deltaflow.runtime.outcomes import BatchProgress, FlowOutcome, MessageCallback, ProgressCallback
+from deltaflow.runtime.refresh import FullRefresh, refresh_dataset
 from deltaflow.runtime.run_plan import RunPlan
 from deltaflow.runtime.stopping import stop_between_batches
 from deltaflow.runtime.table_check import check_table_log
 from deltaflow.runtime.triggers import Trigger
 from deltaflow.sinks.materialize import outdated
-from deltaflow.sinks.tables import ensure_table, replace_rows
 from deltaflow.sinks.writer import FlowWriters
 from deltaflow.storage.lease import TableLeases, lease_ttl
 
@@ -48,32 +55,6 @@ if TYPE_CHECKING:
 
 POLL_SECONDS = 0.2
 MAX_SCHEMA_RESTARTS = 10  # per flow and run: a schema that keeps changing is not a restart loop
-
-
-@dataclass(frozen=True)
-class BatchProgress:
-    """One committed micro-batch of one flow."""
-
-    flow: str
-    batch_id: int
-    input_rows: int
-    input_rows_per_second: float
-    processed_rows_per_second: float
-    duration_ms: int
-
-
-@dataclass(frozen=True)
-class FlowOutcome:
-    """How a flow ended."""
-
-    flow: str
-    location: str
-    state: Literal["completed", "stopped", "failed", "not started"]
-    error: str | None = None
-
-
-ProgressCallback = Callable[[BatchProgress], None]
-MessageCallback = Callable[[str], None]
 
 
 class PipelineRun:
@@ -109,7 +90,8 @@ class PipelineRun:
         self.maintainer = Maintainer(self.resolver, self.on_message)
         # queries and finished are replaced, never changed in place: other threads (a caller's stop, a
         # benchmark polling for errors) iterate them while this run's thread starts flows.
-        self.queries: dict[str, StreamingQuery] = {}
+        self.queries: dict[str, StreamingQuery] = {}  # a carried flow's is its carrier's
+        self.carry = CarryPlan()
         self.pending: list[str] = []
         self.finished: dict[str, FlowOutcome] = {}
         self._flow_of_query: dict[str, str] = {}  # query id -> flow
@@ -140,11 +122,24 @@ class PipelineRun:
                 for repair in check_table_log(self.layout, dataset):
                     self.on_message(repair)
         self.resolver.resolve()
+        finish_leaving(self.layout, self.graph)
         selected = self._selected()
+        recorded = recorded_carriers(self.layout, self.graph, selected)  # what a carrier runs, it writes
+        selected |= {self.graph.flows[d].target for ds in recorded.values() for d in ds}
         self.leases.acquire(selected)
         self.leases.start_renewing()
-        for dataset in self._full_refresh_set(selected):
-            self._full_refresh(dataset)
+        refreshing = self._full_refresh_set(selected, set())
+        left = {u: ts for u, ts in leaving(self.resolver, self.layout, recorded, self.trigger_of).items()
+                if self.graph.flows[u].target not in refreshing}  # (a refreshed carrier starts anew anyway)
+        if left:  # its carried tables are rebuilt, so that each flow runs alone with its state
+            refreshing = self._full_refresh_set(selected, {t for ts in left.values() for t in ts})
+            for carrier in left:
+                self.on_message(f"{carrier}: carries {', '.join(recorded[carrier])} no more")
+                leave(self.layout, self.graph, carrier)
+        self.carry = plan_carries(self.resolver, self.layout, selected, refreshing, self.trigger_of)
+        self.event_log.carried = {u: tuple(ds) for u, ds in self.carry.carriers.items()}
+        for dataset in refreshing:
+            refresh_dataset(self.writers, dataset, self.on_message)
         self.pending = [f.name for d in self.resolver.order() if d in selected
                         for f in self.graph.flows_into(d)]
         self._start_ready(threading.Event())
@@ -159,12 +154,14 @@ class PipelineRun:
             return running
         return self.resolver.upstream(set(self.plan.refresh)) & running
 
-    def _full_refresh_set(self, selected: set[str]) -> list[str]:
+    def _full_refresh_set(self, selected: set[str], extra: set[str]) -> list[str]:
         """The datasets to rebuild, upstream first, each with its refresh recorded before any work.
 
-        Also rebuilt, with all downstream: a refresh left unfinished, an incremental view's outdated state.
+        Also rebuilt, with all downstream: ``extra``, a refresh left unfinished, an incremental view's
+        outdated state.
         """
         names = set(self.graph.datasets) if self.plan.full_refresh_all else set(self.plan.full_refresh)
+        names |= extra
         names |= {d for d in selected
                   if FullRefresh(self.layout, d).pending() is not None or outdated(self.resolver, d)}
         ordered = [d for d in self.resolver.order()
@@ -176,43 +173,14 @@ class PipelineRun:
                                  for f in self.graph.flows_into(dataset)})
         return ordered
 
-    def _full_refresh(self, dataset: str) -> None:
-        refresh = FullRefresh(self.layout, dataset)
-        kind = self.resolver.kinds[dataset]
-        how = {"table": "rebuild in staging", "materialized_view": "recompute"}.get(kind, "from scratch")
-        self.on_message(f"{dataset}: full refresh ({how})")
-        try:
-            if kind == "materialized_view":
-                self.writers.view(dataset).refresh_all()
-            elif kind == "table":
-                self._refill(dataset, refresh)
-        except FlowError:
-            raise
-        except Exception as exc:
-            raise FlowError(f"full refresh of '{dataset}' failed: {first_line(exc)}",
-                            location=str(self.graph.datasets[dataset].location)) from exc
-        refresh.finish()
-
-    def _refill(self, dataset: str, refresh: FullRefresh) -> None:
-        spec = self.graph.datasets[dataset]
-        ensure_table(self.spark, spec, refresh.staging, self.resolver.schemas[dataset],
-                     self.resolver.table_properties(dataset))
-        for flow in self.graph.flows_into(dataset):
-            query = self.writers.start(flow, Trigger("available_now"), into=refresh.staging)
-            assert query is not None  # a streaming table's flow always runs
-            query.awaitTermination()
-            error = query.exception()
-            if error is not None:
-                raise FlowError(f"full refresh of '{dataset}': flow '{flow.name}' failed: "
-                                f"{first_line(error)}", location=str(flow.location))
-        rows = replace_rows(self.spark, spec, refresh.staging, self.layout.table(dataset))
-        crash_point(f"refresh_swapped:{dataset}")
-        self.on_message(f"{dataset}: replaced with {rows:,} rebuilt rows")
-
     def _start_ready(self, stop: threading.Event) -> None:
         for name in list(self.pending):
             if stop.is_set():
                 return
+            if name in self.carry.carried:  # started with its carrier
+                if name in self.queries or name in self.finished:
+                    self.pending.remove(name)
+                continue
             if all(self._settled(upstream, mode) for upstream, mode in self._upstream_flows(name)):
                 self.pending.remove(name)
                 self._start(self.graph.flows[name])
@@ -243,16 +211,20 @@ class PipelineRun:
                 # Built again now: the tables it reads may have gained columns since the graph was resolved
                 # (an upstream flow of this run evolved them), and a stream keeps the schema it was built on.
                 self.resolver.rebuild_flow(flow.name)
-            query = self.writers.start(flow, self.trigger_of(flow.name))
+            carried = [self.graph.flows[d] for d in self.carry.carriers.get(flow.name, ())]
+            trigger = self.trigger_of(flow.name)
+            query = (self.writers.start_carrier(flow, carried, trigger) if flow.name in self.carry.carriers
+                     else self.writers.start(flow, trigger))
         except Exception as exc:
-            outcome = FlowOutcome(flow.name, str(flow.location), "failed", first_line(exc))
-            self.finished = {**self.finished, flow.name: outcome}
+            failed = {f.name: FlowOutcome(f.name, str(f.location), "failed", first_line(exc))
+                      for f in (flow, *carried)}
+            self.finished = {**self.finished, **failed}
             return
         if query is None:
             outcome = FlowOutcome(flow.name, str(flow.location), "completed")
             self.finished = {**self.finished, flow.name: outcome}
         else:
-            self.queries = {**self.queries, flow.name: query}
+            self.queries = {**self.queries, **{f.name: query for f in (flow, *carried)}}
             self._flow_of_query[str(query.id)] = flow.name
 
     # -- watching ---------------------------------------------------------------------------------------
@@ -271,13 +243,11 @@ class PipelineRun:
             flow = self._flow_of_query.get(str(progress["id"]))
             if flow is None or not progress.get("numInputRows"):
                 continue  # a full refresh's query, or a trigger that found nothing new
-            self.maintainer.written(self.graph.flows[flow].target)
-            if self.on_batch is not None:
-                self.on_batch(BatchProgress(
-                    flow=flow, batch_id=int(progress["batchId"]), input_rows=int(progress["numInputRows"]),
-                    input_rows_per_second=float(progress.get("inputRowsPerSecond") or 0.0),
-                    processed_rows_per_second=float(progress.get("processedRowsPerSecond") or 0.0),
-                    duration_ms=int((progress.get("durationMs") or {}).get("triggerExecution", 0))))
+            carried = self.carry.carriers.get(flow, [])
+            for name in (flow, *carried):
+                self.maintainer.written(self.graph.flows[name].target)
+                if self.on_batch is not None:
+                    self.on_batch(BatchProgress.of(name, progress))
 
     def wait(self, stop: threading.Event, grace_seconds: float = 120.0) -> list[FlowOutcome]:
         """Watch the flows until all have ended or ``stop`` is set, then stop them between batches."""
@@ -313,8 +283,9 @@ class PipelineRun:
         stops the flow with a named error.
         """
         for name, query in list(self.queries.items()):
-            if stop.is_set() or name in self._ended or query.isActive:
-                continue
+            if (stop.is_set() or name in self._ended or query.isActive or name in self.carry.carried
+                    or self.queries.get(name) is not query):
+                continue  # (a carried flow ends, and starts again, with its carrier)
             self._ended.add(name)  # asked about once: an ended query stays ended
             error = query.exception()
             if (error is not None and "DELTA_SCHEMA_CHANGED" in str(error)
@@ -324,9 +295,30 @@ class PipelineRun:
                 self.queries = {n: q for n, q in self.queries.items() if n != name}
                 self._ended.discard(name)
                 self._start(self.graph.flows[name])
+            elif error is not None and self.carry.carriers.get(name):
+                self._go_on_alone(name, error)
             elif error is not None:  # logged now, so that `status` and `ui` show it while the others run
                 self._log_end(FlowOutcome(name, str(self.graph.flows[name].location), "failed",
                                           first_line(error)))
+
+    def _go_on_alone(self, carrier: str, error: BaseException) -> None:
+        """A carrier's query failed: the flows it carried fail, and it starts again without them.
+
+        So a failing flow stops alone, as any other; the next run rebuilds its table and runs it alone.
+        """
+        carried = self.carry.carriers.pop(carrier)
+        self.event_log.carried.pop(carrier, None)
+        for name in carried:
+            flow = self.graph.flows[name]
+            why = f"in '{carrier}''s query, which goes on alone; the next run rebuilds '{flow.target}'"
+            outcome = FlowOutcome(name, str(flow.location), "failed", f"{first_line(error)} ({why})")
+            self.finished = {**self.finished, name: outcome}
+            self._log_end(outcome)
+        self.on_message(f"{carrier}: failed while writing {', '.join(carried)} too; going on alone")
+        separate(self.layout, self.graph, carrier, carried)
+        self.queries = {n: q for n, q in self.queries.items() if n not in (carrier, *carried)}
+        self._ended.discard(carrier)
+        self._start(self.graph.flows[carrier])
 
     def _log_end(self, outcome: FlowOutcome) -> None:
         if outcome.flow not in self._ends_logged:

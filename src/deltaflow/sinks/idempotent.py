@@ -44,14 +44,18 @@ def flow_app_id(layout: StorageLayout, checkpoint: FlowCheckpoint) -> str:
 
 @contextmanager
 def idempotent_writes(session: SparkSession, app_id: str, batch_id: int) -> Iterator[None]:
-    """Make every Delta write on ``session`` inside the block carry ``(app_id, batch_id)``."""
+    """Make every Delta write on ``session`` inside the block carry ``(app_id, batch_id)``.
+
+    Blocks nest: the pair set before the block is set again after it (a batch writing several flows'
+    tables stamps each write with its own flow's pair).
+    """
+    before = {key: session.conf.get(key, None) for key in (TXN_APP_ID, TXN_VERSION)}
     session.conf.set(TXN_APP_ID, app_id)
     session.conf.set(TXN_VERSION, str(batch_id))
     try:
         yield
     finally:
-        session.conf.unset(TXN_APP_ID)
-        session.conf.unset(TXN_VERSION)
+        _restore(session, before)
 
 
 @contextmanager
@@ -75,6 +79,12 @@ def unstamped(session: SparkSession) -> Iterator[None]:
     try:
         yield
     finally:
-        for key, value in pair.items():
-            if value is not None:
-                session.conf.set(key, value)
+        _restore(session, pair)
+
+
+def _restore(session: SparkSession, pair: dict[str, str | None]) -> None:
+    for key, value in pair.items():
+        if value is None:
+            session.conf.unset(key)
+        else:
+            session.conf.set(key, value)

@@ -10,6 +10,8 @@ a foreach-batch sink                      the user's function
 a streaming table, with quarantine        :func:`~deltaflow.sinks.quarantine.split_writer` (table and
                                           ``<table>_quarantine`` in one idempotent batch)
 a streaming table                         :func:`~deltaflow.sinks.append.start_append` (Delta's sink)
+a streaming table carrying other flows    :func:`~deltaflow.sinks.carry.carrier_writer` (one query;
+                                          each table's rows appended, stamped by its own flow)
 =======================================  ==============================================================
 
 Every foreach-batch writer runs inside :func:`~deltaflow.sinks.foreach_batch.start_foreach_batch`, so
@@ -24,13 +26,14 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from deltaflow.expectations import table_schema
 from deltaflow.runtime.checkpoint_repair import repair_checkpoint
-from deltaflow.runtime.checkpoints import clear_interrupted_writes
+from deltaflow.runtime.checkpoints import clear_interrupted_writes, unfinished_batch
 from deltaflow.sinks.append import start_append
+from deltaflow.sinks.carry import Branch, carried_frame, carrier_writer, record_carry
 from deltaflow.sinks.cdc import AutoCdcWriter, tombstone_retention
 from deltaflow.sinks.foreach_batch import start_foreach_batch
 from deltaflow.sinks.materialize import MaterializedView
@@ -38,6 +41,7 @@ from deltaflow.sinks.quarantine import split_writer
 from deltaflow.sinks.tables import check_schema, ensure_quarantine
 
 if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
     from pyspark.sql.streaming.query import StreamingQuery
 
     from deltaflow.graph import BatchHandler, Flow
@@ -86,6 +90,24 @@ class FlowWriters:
             self.views[dataset] = MaterializedView(self.resolver, dataset,
                                                    self.checkpoint(flow, self.layout.table(dataset)))
         return self.views[dataset]
+
+    def start_carrier(self, flow: Flow, carried: Sequence[Flow], trigger: Trigger) -> StreamingQuery:
+        """Start ``flow``'s query writing the ``carried`` flows' tables too (:mod:`deltaflow.sinks.carry`)."""
+        own = self.checkpoint(flow, self.layout.table(flow.target))
+        upstream = self.resolver.flows[flow.name].df
+        frames: list[DataFrame] = []
+        branches: list[Branch] = []
+        for one in (flow, *carried):
+            dataset, path = self.resolver.graph.datasets[one.target], self.layout.table(one.target)
+            df = upstream if one is flow else self.resolver.rebuild(one, stand_ins={flow.target: upstream})
+            check_schema(self.spark, one, dataset, path, table_schema(df))
+            checkpoint = own if one is flow else self.layout.checkpoint(one.target, one.name)
+            frames.append(df)
+            branches.append(Branch(one.name, checkpoint, path, dataset.partition_cols))
+        record_carry(self.layout, own, [b.checkpoint for b in branches[1:]])
+        handler = carrier_writer(self.layout, branches, unfinished_batch(self.layout.fs, own))
+        return start_foreach_batch(carried_frame(frames), name=flow.name, layout=self.layout, handler=handler,
+                                   checkpoint=own, trigger=trigger)
 
     def start(self, flow: Flow, trigger: Trigger, into: str | None = None) -> StreamingQuery | None:
         """Start ``flow``'s query; None when it had nothing to run (a view without pipeline inputs).

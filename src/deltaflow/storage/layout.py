@@ -81,6 +81,21 @@ class FlowCheckpoint:
         return f"{self.path}/incremental.json"
 
     @property
+    def carries(self) -> str:
+        """A carrier's record: the flows its query writes besides its own (:mod:`deltaflow.sinks.carry`)."""
+        return f"{self.path}/carries.json"
+
+    @property
+    def carried_by(self) -> str:
+        """A carried flow's record: the checkpoint whose query writes its table (its position lives there)."""
+        return f"{self.path}/carried_by.json"
+
+    @property
+    def left_from(self) -> str:
+        """A former carrier's new generation while it is copied from the old (:mod:`.carry_plan`)."""
+        return f"{self.path}/left_from.json"
+
+    @property
     def metadata(self) -> str:
         """Spark's ``metadata`` file of the checkpoint, holding the query id."""
         return f"{self.path}/metadata"
@@ -247,6 +262,19 @@ class StorageLayout:
         if generation is None:
             generation = self.current_generation(dataset, flow)
         return FlowCheckpoint(dataset, flow, generation, f"{self.checkpoints(dataset, flow)}/{generation}")
+
+    def position(self, dataset: str, flow: str) -> FlowCheckpoint:
+        """The checkpoint that holds how far ``flow`` has read: its own, or its carrier's.
+
+        A flow carried by an upstream flow's query (:mod:`deltaflow.sinks.carry`) has no offsets of its
+        own; it has read exactly what its carrier has.
+        """
+        checkpoint = self.checkpoint(dataset, flow)
+        text = self.fs.read_text(checkpoint.carried_by)
+        if text is None:
+            return checkpoint
+        carrier = json.loads(text)
+        return self.checkpoint(carrier["dataset"], carrier["flow"], int(carrier["generation"]))
 
     def flow_checkpoints(self, dataset: str) -> list[FlowCheckpoint]:
         """Every generation of every flow's checkpoint into ``dataset`` that is on storage."""

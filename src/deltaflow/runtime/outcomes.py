@@ -1,0 +1,56 @@
+"""What a run reports: each committed micro-batch of a flow, and how each flow ended.
+
+Example:
+    >>> FlowOutcome("silver", "defs.py:9", "completed").state
+    'completed'
+
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+
+@dataclass(frozen=True)
+class BatchProgress:
+    """One committed micro-batch of one flow."""
+
+    flow: str
+    batch_id: int
+    input_rows: int
+    input_rows_per_second: float
+    processed_rows_per_second: float
+    duration_ms: int
+
+    @classmethod
+    def of(cls, flow: str, progress: Mapping[str, Any]) -> BatchProgress:
+        """The batch of ``flow`` that Spark's progress JSON ``progress`` reports.
+
+        A carrier's query (:mod:`deltaflow.sinks.carry`) reads each row once per branch: its batch counts
+        the rows its own table got, which each carried flow reads.
+        """
+        from deltaflow.sinks.carry import carried_rows
+
+        read = int(progress["numInputRows"])
+        rows = carried_rows(progress)
+        ratio = 1.0 if rows is None or not read else rows / read
+        return cls(flow=flow, batch_id=int(progress["batchId"]), input_rows=read if rows is None else rows,
+                   input_rows_per_second=float(progress.get("inputRowsPerSecond") or 0.0) * ratio,
+                   processed_rows_per_second=float(progress.get("processedRowsPerSecond") or 0.0) * ratio,
+                   duration_ms=int((progress.get("durationMs") or {}).get("triggerExecution", 0)))
+
+
+@dataclass(frozen=True)
+class FlowOutcome:
+    """How a flow ended."""
+
+    flow: str
+    location: str
+    state: Literal["completed", "stopped", "failed", "not started"]
+    error: str | None = None
+
+
+ProgressCallback = Callable[[BatchProgress], None]
+MessageCallback = Callable[[str], None]

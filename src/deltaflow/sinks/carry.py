@@ -1,0 +1,184 @@
+"""Carried flows: a stateless-or-deduplicating hop run inside its upstream flow's micro-batch.
+
+A streaming table read only by streams costs a hop: its flow commits, then the next flow's query notices
+the commit, plans a batch over the new files, reads them back and writes its own table. When a flow *D*
+reads nothing but the stream of one table, and that table's one flow *U* is a plain append, *U*'s query
+can write both tables from one micro-batch: *D*'s query runs over *U*'s rows before they are written
+(its state, a ``dropDuplicatesWithinWatermark`` say, kept in *U*'s checkpoint), and each table gets its own
+rows in the same batch. Readers still see two Delta tables, and ``status`` and the event log two flows.
+
+How the one query writes two tables: its rows are the union of *U*'s rows and *D*'s, each branch in a
+struct column of its own (``_df_0`` for *U*, ``_df_1``... for the carried flows) and null in the
+others. Each branch reads *U*'s sources with offsets of its own in the checkpoint (Spark gives each side
+of a union its own source), so *D* reads exactly what *U* reads, once, without waiting for *U*'s commit.
+The batch is persisted once, and each table's rows appended from it, each write stamped with its own
+flow's ``txnAppId`` and the batch id (:mod:`deltaflow.sinks.idempotent`): a batch replayed after a
+crash between the two commits writes only what is missing.
+
+A checkpoint keeps its sources and stateful operators for good, so a carrier whose carried flows change
+moves to a new generation of its checkpoint holding its own sources' offsets alone
+(:func:`deltaflow.runtime.checkpoints.copy_own_sources`), and the flows it carried are rebuilt by a full
+refresh (:mod:`deltaflow.runtime.carry_plan`).
+
+When: *D* reads only *U*'s table, as a stream, without options; *U* and *D* are the only writers of their
+tables, plain appends (no auto CDC, no foreach-batch sink, no expectations, no schema evolution, no
+declared schema on *U*'s table) with the same trigger; and both start fresh (no batch committed), since
+*D*'s state cannot be carried over from a query of its own. A carried flow that stops qualifying (its
+definition changed, or it is fully refreshed) runs alone again from a full refresh of its table.
+:func:`carrier_of` says why a flow is not carried; ``deltaflow graph`` shows it.
+
+Example:
+    >>> carrier_of(resolver, "silver_clicks")  # doctest: +SKIP
+    ('bronze_clicks', None)
+
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import reduce
+from typing import TYPE_CHECKING, Any
+
+from deltaflow.faults import crash_point
+from deltaflow.sinks.idempotent import idempotent_writes
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+    from deltaflow.graph import BatchHandler
+    from deltaflow.resolve.resolved import ResolvedGraph
+    from deltaflow.storage import FlowCheckpoint, StorageLayout
+
+_BRANCH = "_df_{}"
+#: The observed metric of a carrier's query: ``rows``, the rows its own table got in the batch.
+CARRY_METRIC = "deltaflow_carry"
+
+
+def carrier_of(graph: ResolvedGraph, flow: str) -> tuple[str | None, str | None]:
+    """``(upstream flow, None)`` when ``flow`` can run inside that flow's query, else ``(None, why not)``."""
+    from deltaflow.expectations import expectations_of
+
+    resolved = graph.flows[flow]
+    spec = resolved.flow
+    if graph.kinds.get(spec.target) != "table" or spec.cdc is not None:
+        return None, "not an append into a streaming table"
+    if len(resolved.inputs) != 1 or resolved.sources or resolved.changes or resolved.pinned:
+        return None, "it reads more than one table's stream"
+    (table, mode), = resolved.inputs.items()
+    if mode != "stream" or graph.kinds.get(table) != "table" or resolved.options.get(table):
+        return None, f"it does not read '{table}' as a plain stream"
+    upstream = graph.graph.flows_into(table)
+    if len(upstream) != 1:
+        return None, f"'{table}' has {len(upstream)} flows"
+    carrier = graph.flows[upstream[0].name]
+    for one in (carrier, resolved):
+        dataset = graph.graph.datasets[one.flow.target]
+        if one.flow.cdc is not None or dataset.handler is not None or dataset.merge_schema:
+            return None, f"'{one.flow.name}' is not a plain append"
+        if one.quarantines or expectations_of(one.flow.func) or not one.streaming:
+            return None, f"'{one.flow.name}' has expectations"
+        if len(graph.graph.flows_into(one.flow.target)) != 1:
+            return None, f"'{one.flow.target}' has more than one flow"
+    if graph.graph.datasets[table].schema is not None:
+        return None, f"'{table}' declares its schema"
+    return carrier.flow.name, None
+
+
+@dataclass(frozen=True)
+class Branch:
+    """One table a carrier's query writes: the flow, its checkpoint identity, its table."""
+
+    flow: str
+    checkpoint: FlowCheckpoint
+    path: str
+    partition_cols: tuple[str, ...] = ()
+
+
+def carried_frame(frames: Sequence[DataFrame]) -> DataFrame:
+    """One streaming DataFrame holding every branch's rows, branch ``i`` in column ``_df_i``."""
+    from pyspark.sql import functions as F
+
+    def part(index: int, df: DataFrame) -> DataFrame:
+        columns = [F.struct(*[F.col(f"`{c}`") for c in df.columns]).alias(_BRANCH.format(index))
+                   if i == index else F.lit(None).cast(other.schema).alias(_BRANCH.format(i))
+                   for i, other in enumerate(frames)]
+        return df.select(*columns)
+
+    rows = reduce(lambda a, b: a.unionByName(b), [part(i, df) for i, df in enumerate(frames)])
+    return rows.observe(CARRY_METRIC, F.count(F.col(_BRANCH.format(0))).alias("rows"))
+
+
+def carried_rows(progress: Mapping[str, Any]) -> int | None:
+    """The rows a carrier's batch gave its own table, from the query's progress JSON (None: not a carrier's).
+
+    The query's ``numInputRows`` counts each branch's reads of the sources: the carrier's rows are what its
+    own flow read (and kept), and exactly what each carried flow reads.
+
+    Example:
+        >>> carried_rows({"observedMetrics": {"deltaflow_carry": {"rows": 5}}}), carried_rows({})
+        (5, None)
+
+    """
+    metric = (progress.get("observedMetrics") or {}).get(CARRY_METRIC) or {}
+    return int(metric["rows"]) if "rows" in metric else None
+
+
+def carrier_writer(layout: StorageLayout, branches: Sequence[Branch], replay: int | None) -> BatchHandler:
+    """The batch handler of a carrier's query: each branch's rows appended to its table, each stamped.
+
+    ``branches[0]`` is the carrier's own. ``replay``: the batch the query runs again first (planned before a
+    restart), whose writes Delta may skip without running it; Spark wants its state committed again (it
+    checks), so that batch is computed into memory first.
+    """
+    from pyspark.sql import functions as F
+
+    app_ids: dict[str, str] = {}
+
+    def write(batch: DataFrame, batch_id: int) -> None:
+        if not app_ids:  # the query id is in the carrier's checkpoint once the query has started
+            query_id = layout.query_id(branches[0].checkpoint)
+            app_ids.update({b.flow: b.checkpoint.app_id(query_id) for b in branches})
+        batch = batch.persist()
+        try:
+            if batch_id == replay:
+                batch.count()
+            for index, branch in enumerate(branches):
+                column = _BRANCH.format(index)
+                rows = batch.where(F.col(column).isNotNull()).select(f"{column}.*")
+                writer = rows.write.format("delta").mode("append")
+                if branch.partition_cols:
+                    writer = writer.partitionBy(*branch.partition_cols)
+                with idempotent_writes(batch.sparkSession, app_ids[branch.flow], batch_id):
+                    writer.save(branch.path)
+                crash_point(f"carried:{branch.flow}")
+        finally:
+            batch.unpersist()
+
+    return write
+
+
+def carried_flows(layout: StorageLayout, carrier: FlowCheckpoint) -> list[str]:
+    """The flows ``carrier``'s query writes besides its own (none: not a carrier's checkpoint)."""
+    text = layout.fs.read_text(carrier.carries)
+    return list(json.loads(text)["flows"]) if text is not None else []
+
+
+def is_carrier(layout: StorageLayout, checkpoint: FlowCheckpoint) -> bool:
+    """Whether ``checkpoint`` is a carrier's (its query writes through :func:`carrier_writer`)."""
+    return layout.fs.exists(checkpoint.carries)
+
+
+def record_carry(layout: StorageLayout, carrier: FlowCheckpoint, carried: Sequence[FlowCheckpoint]) -> None:
+    """Write both sides' records before the carrier's query starts: who carries whom, in which generation."""
+    record = {"dataset": carrier.dataset, "flow": carrier.flow, "generation": carrier.generation}
+    for checkpoint in carried:
+        layout.fs.write_text(checkpoint.carried_by, json.dumps(record))
+    layout.fs.write_text(carrier.carries, json.dumps({"flows": [c.flow for c in carried]}))
+
+
+def carried_by(layout: StorageLayout, checkpoint: FlowCheckpoint) -> FlowCheckpoint | None:
+    """The carrier's checkpoint of a carried flow's ``checkpoint`` (None: the flow runs alone)."""
+    position = layout.position(checkpoint.dataset, checkpoint.flow)
+    return None if position.path == checkpoint.path else position
