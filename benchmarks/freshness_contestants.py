@@ -102,8 +102,13 @@ class Deltaflow:
         self.outcomes = self.run.wait(self.stopping)
 
     def stage_queries(self) -> dict[str, Any]:
+        """Each stage's query; bronze and silver as one, "bronze+silver", when bronze's carries silver."""
         names = {"bronze": "bronze_clicks", "silver": "silver_clicks", "gold": GOLD}
-        return {stage: self.run.queries[name] for stage, name in names.items() if name in self.run.queries}
+        queries = {stage: self.run.queries[name] for stage, name in names.items() if name in self.run.queries}
+        if "silver" in queries and queries["silver"] is queries.get("bronze"):
+            carrier = queries.pop("bronze")
+            queries = {"bronze+silver": carrier, **{s: q for s, q in queries.items() if s != "silver"}}
+        return queries
 
     def error(self) -> str | None:
         failed = [f"{o.flow}: {o.error}" for o in self.run.finished.values() if o.state == "failed"]

@@ -63,7 +63,7 @@ def print_cells(cells: list[Cell]) -> None:
         half = len(cell.freshness) // 2
         first, second = cell.freshness[:half], cell.freshness[half:]
         drift = f"{statistics.median(first):.1f}→{statistics.median(second):.1f}" if half else "-"
-        batches = "/".join(f"{cell.batch_seconds.get(s, math.nan):.1f}" for s in ("bronze", "silver", "gold"))
+        batches = "/".join(f"{cell.batch_seconds[s]:.1f}" for s in STAGES if s in cell.batch_seconds)
         print(f"{cell.rate:>8,.0f} ({cell.fraction:.0%}) {cell.contestant:19} {cell.triggers:15} "
               f"{seconds(cell.quantile(0.5))} {seconds(cell.quantile(0.99))} {seconds(cell.quantile(1.0))} "
               f"{len(cell.freshness):>4}/{cell.sent:<4} {cell.input_rate:>8,.0f} "
@@ -72,6 +72,8 @@ def print_cells(cells: list[Cell]) -> None:
 
 
 APPROX, EXACT = "hand-written", "hand-written, exact"
+#: The stages whose batch times a cell holds: deltaflow's bronze and silver are one query when carried.
+STAGES = ("bronze", "bronze+silver", "silver", "gold")
 #: The pairs of contestants whose freshness is compared: (the one, the other).
 COMPARED = (("deltaflow", APPROX), ("deltaflow", EXACT), (EXACT, APPROX))
 #: A ratio's sign by which of its two quantiles is only a lower bound (both: no ratio).
@@ -216,13 +218,19 @@ def save_results(cells: list[Cell], rates: dict[str, float], args: argparse.Name
         where = f"{fraction:.0%} of the base rate, triggers {triggers.split(' (')[0]}"
         if {"deltaflow", EXACT} <= set(pair):
             ours, exact_cell = pair["deltaflow"], pair[EXACT]
-            for stage in ("bronze", "silver", "gold"):
+            exact_batches = dict(exact_cell.batch_seconds)
+            exact_batches["bronze+silver"] = exact_batches.get("bronze", math.nan) + exact_batches.get(
+                "silver", math.nan)  # an event waits through both of the exact jobs' batches
+            for stage in STAGES:
                 mine = ours.batch_seconds.get(stage, math.nan)
-                its = exact_cell.batch_seconds.get(stage, math.nan)
+                its = exact_batches.get(stage, math.nan)
                 if not (math.isnan(mine) or math.isnan(its)):
+                    note = ("deltaflow's silver runs inside bronze's query (one micro-batch writes both "
+                            "tables); the exact jobs' bronze and silver batches, which an event passes one "
+                            "after the other, added" if stage == "bronze+silver" else "")
                     figures.append(Figure(f"{stage} micro-batch, {where}", "s", [mine], [its],
                                           "hand-written, exact", higher_is_better=False, target=STAGE_TARGET,
-                                          target_text="≤ 1.1× the exact job's stage"))
+                                          target_text="≤ 1.1× the exact job's stage", note=note))
             if not triggers.startswith("0 s"):
                 figures.append(Figure(f"cores busy, {where}", "cores", [ours.machine_cpu],
                                       [exact_cell.machine_cpu], "hand-written, exact", higher_is_better=False,

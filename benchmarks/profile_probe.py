@@ -143,8 +143,10 @@ def batches(query: Any) -> list[Batch]:
     for progress in query.recentProgress:
         durations = {k: int(v) for k, v in (progress.durationMs or {}).items()}
         if "addBatch" in durations:
-            ran[progress.batchId] = Batch(progress.batchId, epoch(progress.timestamp),
-                                          int(progress.numInputRows or 0), durations)
+            # a carrier's query reads each row once per table it writes; its own table's rows are observed
+            carried = (progress.observedMetrics or {}).get("deltaflow_carry")
+            rows = int(carried["rows"]) if carried is not None else int(progress.numInputRows or 0)
+            ran[progress.batchId] = Batch(progress.batchId, epoch(progress.timestamp), rows, durations)
     return sorted(ran.values(), key=lambda b: b.batch_id)
 
 
