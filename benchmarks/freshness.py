@@ -85,7 +85,7 @@ def backlog_rate(spark: Any, make: Contestant, root: Path, bootstrap: str, topic
     log = GoldLog(job.gold, job.s3)
     try:
         wait_for(log, job, lambda: log.events >= events, 900, f"{events:,} events in gold")
-        first_batch = first_input(job.stage_queries()["bronze"])
+        first_batch = first_input(next(iter(job.stage_queries().values())))  # bronze, or bronze+silver
     finally:
         job.stop()
     done = log.first_with(events)
