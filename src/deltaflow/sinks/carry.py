@@ -1,4 +1,4 @@
-"""Carried flows: a stateless-or-deduplicating hop run inside its upstream flow's micro-batch.
+"""Carried flows: a flow run inside its upstream flow's query, both tables written from one micro-batch.
 
 A streaming table read only by streams costs a hop: its flow commits, then the next flow's query notices
 the commit, plans a batch over the new files, reads them back and writes its own table. When a flow *D*
@@ -163,11 +163,6 @@ def carried_flows(layout: StorageLayout, carrier: FlowCheckpoint) -> list[str]:
     """The flows ``carrier``'s query writes besides its own (none: not a carrier's checkpoint)."""
     text = layout.fs.read_text(carrier.carries)
     return list(json.loads(text)["flows"]) if text is not None else []
-
-
-def is_carrier(layout: StorageLayout, checkpoint: FlowCheckpoint) -> bool:
-    """Whether ``checkpoint`` is a carrier's (its query writes through :func:`carrier_writer`)."""
-    return layout.fs.exists(checkpoint.carries)
 
 
 def record_carry(layout: StorageLayout, carrier: FlowCheckpoint, carried: Sequence[FlowCheckpoint]) -> None:
