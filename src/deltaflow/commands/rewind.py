@@ -38,7 +38,6 @@ from deltaflow.errors import ConfigError
 from deltaflow.graph import suggest
 from deltaflow.runtime.checkpoints import copy_until
 from deltaflow.runtime.refresh import FullRefresh
-from deltaflow.sinks.carry import carried_by
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -224,7 +223,7 @@ def _check_rewindable(resolver: Resolver, table: str) -> None:
                           hint="a materialized view is recomputed from what it reads: rewind those tables")
     layout = resolver.context.layout
     for flow in resolver.graph.flows_into(table):
-        carrier = carried_by(layout, layout.checkpoint(table, flow.name))
+        carrier = layout.carrier(layout.checkpoint(table, flow.name))
         if carrier is not None:
             raise ConfigError(f"'{table}' is written inside flow '{carrier.flow}''s query, which holds its "
                               f"position; rewind '{carrier.dataset}' instead (it rebuilds '{table}')",

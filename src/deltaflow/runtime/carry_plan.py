@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 
 from deltaflow.runtime.checkpoint_repair import written_batch
 from deltaflow.runtime.checkpoints import copy_own_sources
-from deltaflow.sinks.carry import carried_by, carried_flows, carrier_of
+from deltaflow.sinks.carry import carried_flows, carrier_of
 
 if TYPE_CHECKING:
     from deltaflow.graph import PipelineGraph
@@ -73,7 +73,7 @@ def leaving(resolver: ResolvedGraph, layout: StorageLayout, recorded: dict[str, 
         position = layout.checkpoint(graph.flows[carrier].target, carrier)
         stays = [d for d in flows
                  if carrier_of(resolver, d)[0] == carrier and trigger_of(d) == trigger_of(carrier)
-                 and (c := carried_by(layout, layout.checkpoint(graph.flows[d].target, d))) is not None
+                 and (c := layout.carrier(layout.checkpoint(graph.flows[d].target, d))) is not None
                  and c.path == position.path]
         if stays != carried_flows(layout, position):
             found[carrier] = [graph.flows[d].target for d in flows]

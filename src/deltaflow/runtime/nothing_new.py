@@ -143,7 +143,7 @@ def new_input(spec: Spec, layout: StorageLayout, graph: PipelineGraph, flows: Se
     total = NewInput(None, 0, 0)
     try:
         for flow in flows:
-            if layout.position(flow.target, flow.name).flow != flow.name:
+            if layout.carrier(layout.checkpoint(flow.target, flow.name)) is not None:
                 continue  # carried by another flow's query: it reads what its carrier reads
             try:
                 found = _flow_input(layout, probe, flow, events.get(flow.name, {}))

@@ -77,7 +77,9 @@ def carrier_of(graph: ResolvedGraph, flow: str) -> tuple[str | None, str | None]
         dataset = graph.graph.datasets[one.flow.target]
         if one.flow.cdc is not None or dataset.handler is not None or dataset.merge_schema:
             return None, f"'{one.flow.name}' is not a plain append"
-        if one.quarantines or expectations_of(one.flow.func) or not one.streaming:
+        if not one.streaming:
+            return None, f"'{one.flow.name}' is not a stream"
+        if one.quarantines or expectations_of(one.flow.func):
             return None, f"'{one.flow.name}' has expectations"
         if len(graph.graph.flows_into(one.flow.target)) != 1:
             return None, f"'{one.flow.target}' has more than one flow"
@@ -171,9 +173,3 @@ def record_carry(layout: StorageLayout, carrier: FlowCheckpoint, carried: Sequen
     for checkpoint in carried:
         layout.fs.write_text(checkpoint.carried_by, json.dumps(record))
     layout.fs.write_text(carrier.carries, json.dumps({"flows": [c.flow for c in carried]}))
-
-
-def carried_by(layout: StorageLayout, checkpoint: FlowCheckpoint) -> FlowCheckpoint | None:
-    """The carrier's checkpoint of a carried flow's ``checkpoint`` (None: the flow runs alone)."""
-    position = layout.position(checkpoint.dataset, checkpoint.flow)
-    return None if position.path == checkpoint.path else position

@@ -270,9 +270,13 @@ class StorageLayout:
         own; it has read exactly what its carrier has.
         """
         checkpoint = self.checkpoint(dataset, flow)
+        return self.carrier(checkpoint) or checkpoint
+
+    def carrier(self, checkpoint: FlowCheckpoint) -> FlowCheckpoint | None:
+        """The checkpoint of the query that carries the flow of ``checkpoint`` (None: it runs alone)."""
         text = self.fs.read_text(checkpoint.carried_by)
         if text is None:
-            return checkpoint
+            return None
         carrier = json.loads(text)
         return self.checkpoint(carrier["dataset"], carrier["flow"], int(carrier["generation"]))
 
