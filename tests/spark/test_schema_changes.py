@@ -114,12 +114,20 @@ def test_a_column_added_upstream_during_a_continuous_run(spark, make_project, tm
     watcher = threading.Thread(target=lambda: outcomes.update({o.flow: o for o in pipeline.wait(stop)}))
     watcher.start()
     try:
-        wait_until(lambda: all(len(rows(project, t)) == 1 for t in ("evolving", "strict")), "the first rows")
+        def state() -> str:  # what a timeout shows: the run's messages and the flows that ended
+            ended = {name: (o.state, o.error) for name, o in pipeline.finished.items()}
+            queries = {name: (q.isActive, q.exception() and str(q.exception())[:300])
+                       for name, q in pipeline.queries.items()}
+            return f"messages: {messages}; ended: {ended}; queries: {queries}; " \
+                f"rows: {rows(project, 'evolving')}"
+
+        wait_until(lambda: all(len(rows(project, t)) == 1 for t in ("evolving", "strict")), "the first rows",
+                   state)
         spark.createDataFrame([("b", 2, "new")], "id STRING, n INT, extra STRING").write.format("delta") \
             .mode("append").option("mergeSchema", "true").save(external)
         wait_until(lambda: [r.get("extra") for r in rows(project, "evolving")] == [None, "new"],
-                   "the new column in 'evolving'")
-        wait_until(lambda: "strict" in pipeline.finished, "'strict' to stop")
+                   "the new column in 'evolving'", state)
+        wait_until(lambda: "strict" in pipeline.finished, "'strict' to stop", state)
     finally:
         stop.set()
         watcher.join(timeout=180)
@@ -131,10 +139,10 @@ def test_a_column_added_upstream_during_a_continuous_run(spark, make_project, tm
     assert any("evolving: a table it reads changed schema" in m for m in messages)
 
 
-def wait_until(condition, what: str, timeout: float = 120.0) -> None:  # type: ignore[no-untyped-def]
+def wait_until(condition, what: str, state, timeout: float = 120.0) -> None:  # type: ignore[no-untyped-def]
     import time
 
     deadline = time.monotonic() + timeout
     while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        assert time.monotonic() < deadline, f"timed out waiting for {what} ({state()})"
         time.sleep(0.2)
