@@ -38,6 +38,7 @@ from deltaflow.sinks.cdc import AutoCdcWriter, tombstone_retention
 from deltaflow.sinks.foreach_batch import start_foreach_batch
 from deltaflow.sinks.materialize import MaterializedView
 from deltaflow.sinks.quarantine import split_writer
+from deltaflow.sinks.state_store import state_store
 from deltaflow.sinks.tables import check_schema, ensure_quarantine
 
 if TYPE_CHECKING:
@@ -106,11 +107,14 @@ class FlowWriters:
             branches.append(Branch(one.name, checkpoint, path, dataset.partition_cols))
         record_carry(self.layout, own, [b.checkpoint for b in branches[1:]])
         handler = carrier_writer(self.layout, branches, unfinished_batch(self.layout.fs, own))
-        return start_foreach_batch(carried_frame(frames), name=flow.name, layout=self.layout, handler=handler,
-                                   checkpoint=own, trigger=trigger)
+        with state_store(self.spark):
+            return start_foreach_batch(carried_frame(frames), name=flow.name, layout=self.layout,
+                                       handler=handler, checkpoint=own, trigger=trigger)
 
     def start(self, flow: Flow, trigger: Trigger, into: str | None = None) -> StreamingQuery | None:
         """Start ``flow``'s query; None when it had nothing to run (a view without pipeline inputs).
+
+        Its state, if it keeps any, goes to :func:`~deltaflow.sinks.state_store.state_store`'s store.
 
         Args:
             flow: The flow.
@@ -118,6 +122,10 @@ class FlowWriters:
             into: The table to write instead of the target's own (a full refresh's staging table).
 
         """
+        with state_store(self.spark):
+            return self._start(flow, trigger, into)
+
+    def _start(self, flow: Flow, trigger: Trigger, into: str | None) -> StreamingQuery | None:
         if self.resolver.kinds[flow.target] == "materialized_view":
             return self.view(flow.target).start(trigger)
         resolved = self.resolver.flows[flow.name]

@@ -1,0 +1,63 @@
+"""deltaflow.sinks.state_store: stateful flows keep their state in RocksDB (changelog checkpointing), the
+store recorded in the checkpoint; a restart restores it (a duplicate across runs is still dropped); a
+session that names its own store keeps it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from deltalake import DeltaTable
+
+from deltaflow.sinks.state_store import PROVIDER, ROCKSDB
+from helpers import Project
+
+DEFS = """
+import deltaflow as dp
+
+@dp.table
+def events():
+    return (dp.read_files("landing", schema="id STRING, ts TIMESTAMP")
+            .withWatermark("ts", "1 hour").dropDuplicatesWithinWatermark(["id"]).drop("_corrupt_record"))
+"""
+HDFS = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
+
+
+def recorded_conf(project: Project) -> dict[str, str]:
+    """The SQL settings Spark recorded with the flow's first batch (its offset log's metadata line)."""
+    offsets = Path(project.checkpoint("events")) / "offsets" / "0"
+    return dict(json.loads(offsets.read_text().splitlines()[1])["conf"])
+
+
+def ids(project: Project) -> list[str]:
+    return sorted(r["id"] for r in DeltaTable(project.table("events")).to_pyarrow_table().to_pylist())
+
+
+def rows(*names: str) -> list[dict[str, object]]:
+    return [{"id": n, "ts": "2026-11-26T10:00:00Z"} for n in names]
+
+
+def test_a_stateful_flow_keeps_its_state_in_rocksdb_across_runs(spark, make_project) -> None:  # type: ignore[no-untyped-def]
+    project = make_project(DEFS)
+    project.drop("1.json", rows("a", "b", "a"))
+    project.run(spark)
+    assert recorded_conf(project)[PROVIDER] == ROCKSDB
+    state = Path(project.checkpoint("events")) / "state"
+    assert list(state.rglob("1.changelog")), "a batch writes its changes, not a snapshot of the state"
+    assert spark.conf.get(PROVIDER, None) is None  # the session is left as it was
+    # The next run restores the state from the checkpoint: 'b' seen in the first run is dropped again.
+    project.drop("2.json", rows("b", "c"))
+    project.run(spark)
+    assert ids(project) == ["a", "b", "c"]
+
+
+def test_a_session_naming_its_own_store_keeps_it(spark, make_project) -> None:  # type: ignore[no-untyped-def]
+    project = make_project(DEFS)
+    project.drop("1.json", rows("a", "a"))
+    spark.conf.set(PROVIDER, HDFS)
+    try:
+        project.run(spark)
+    finally:
+        spark.conf.unset(PROVIDER)
+    assert recorded_conf(project)[PROVIDER] == HDFS
+    assert ids(project) == ["a"]
