@@ -114,7 +114,8 @@ class FlowWriters:
     def start(self, flow: Flow, trigger: Trigger, into: str | None = None) -> StreamingQuery | None:
         """Start ``flow``'s query; None when it had nothing to run (a view without pipeline inputs).
 
-        Its state, if it keeps any, goes to :func:`~deltaflow.sinks.state_store.state_store`'s store.
+        A streaming table's flow keeps its state, if any, in RocksDB
+        (:func:`~deltaflow.sinks.state_store.state_store`); a view keeps Spark's default store.
 
         Args:
             flow: The flow.
@@ -122,12 +123,12 @@ class FlowWriters:
             into: The table to write instead of the target's own (a full refresh's staging table).
 
         """
+        if self.resolver.kinds[flow.target] == "materialized_view":
+            return self.view(flow.target).start(trigger)
         with state_store(self.spark):
             return self._start(flow, trigger, into)
 
     def _start(self, flow: Flow, trigger: Trigger, into: str | None) -> StreamingQuery | None:
-        if self.resolver.kinds[flow.target] == "materialized_view":
-            return self.view(flow.target).start(trigger)
         resolved = self.resolver.flows[flow.name]
         df, target = resolved.df, self.resolver.graph.datasets[flow.target]
         path = into or self.layout.table(flow.target)
