@@ -116,8 +116,7 @@ def test_a_column_added_upstream_during_a_continuous_run(spark, make_project, tm
     try:
         def state() -> str:  # what a timeout shows: the run's messages and the flows that ended
             ended = {name: (o.state, o.error) for name, o in pipeline.finished.items()}
-            queries = {name: (q.isActive, q.exception() and str(q.exception())[:300])
-                       for name, q in pipeline.queries.items()}
+            queries = {name: (q.isActive, str(q.exception())[:300]) for name, q in pipeline.queries.items()}
             return f"messages: {messages}; ended: {ended}; queries: {queries}; " \
                 f"rows: {rows(project, 'evolving')}"
 
