@@ -31,6 +31,7 @@ import os
 import signal
 import sys
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -45,6 +46,7 @@ from deltaflow.dev.cluster_cli import cluster_app
 from deltaflow.dev.kafka_cli import PortOption, kafka_app
 from deltaflow.dev.s3_cli import s3_app
 from deltaflow.errors import DeltaflowError
+from deltaflow.runtime.session import spark_log_of_run
 
 if TYPE_CHECKING:
     from deltaflow.spec import TriggerMode
@@ -77,22 +79,32 @@ def _options(
         os.environ["DELTAFLOW_LOG_LEVEL"] = "INFO"
 
 
+#: Signals this close to the first are the same stop: ``timeout`` and ``kill -- -PGID`` send the signal to
+#: the process and to its group, and a supervisor may signal both the process and its group.
+SAME_STOP_SECONDS = 1.0
+
+
 @contextmanager
 def stop_on_signals(at_once: bool = False) -> Iterator[threading.Event]:
-    """An event set by the first Ctrl-C or SIGTERM; a second one interrupts at once.
+    """An event set by the first Ctrl-C or SIGTERM; another one, a second or more later, interrupts at once.
 
-    ``at_once``: the second one ends the process there and then (:func:`_end_now`) instead of unwinding
+    ``at_once``: that one ends the process there and then (:func:`_end_now`) instead of unwinding
     through a run whose JVM would print a stack trace for every query it stops.
     """
     stop = threading.Event()
+    first = 0.0
 
     def handler(signum: int, frame: FrameType | None) -> None:
+        nonlocal first
         name = signal.Signals(signum).name
+        if stop.is_set() and time.monotonic() - first < SAME_STOP_SECONDS:
+            return
         if stop.is_set():
             if at_once:
                 _end_now(name)
             raise KeyboardInterrupt
         say(f"\n{name}: stopping after the current batch (again to stop now)...", err)
+        first = time.monotonic()
         stop.set()
 
     previous = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
@@ -176,7 +188,7 @@ def run(
     printer = ProgressPrinter(console=err, quiet=quiet)
     server = start_ui(pipeline, port=ui_port) if ui else None
     try:
-        with stop_on_signals(at_once=True) as stop:
+        with spark_log_of_run(pipeline.layout), stop_on_signals(at_once=True) as stop:
             outcomes = pipeline.run(mode, interval, stop=stop, plan=plan, on_batch=printer,
                                     on_message=lambda m: say(m, err))
     finally:
@@ -184,7 +196,7 @@ def run(
             server.stop()
     for outcome in outcomes:
         totals = printer.totals.get(outcome.flow)
-        say(f"{outcome.flow}: {outcome.state}, {totals.rows if totals else 0:,} rows this run", err)
+        say(f"{outcome.flow}: {outcome.state}, {totals.summary() if totals else '0 rows this run'}", err)
 
 
 def _analyse(spec: Path | None, form: str) -> None:
@@ -229,7 +241,8 @@ def status(spec: SpecOption = None, as_json: Annotated[bool, typer.Option(
     """Each flow's state, last batch, rows/s in vs processed and backlog, from the event log (no Spark)."""
     from deltaflow.views import status_notes, status_table
 
-    flows = load(spec).status()
+    pipeline = load(spec, reading=True)
+    flows = pipeline.status()
     if as_json:
         for flow in flows:
             say(json.dumps(flow.as_json()))
@@ -238,6 +251,8 @@ def status(spec: SpecOption = None, as_json: Annotated[bool, typer.Option(
     for flow in flows:
         if note := status_notes(flow):
             say(f"{flow.flow}: {note}")  # as it is: Spark's errors have [BRACKETS] rich would take as markup
+    if why := pipeline.spec.unset_under("kafka"):
+        say(f"Kafka backlogs are the ones at each flow's last batch: {why}")
 
 
 @app.command()
@@ -248,7 +263,7 @@ def ui(spec: SpecOption = None, port: UiPortOption = None, host: Annotated[str, 
 
     Read-only: it works for a pipeline that is running, stopped, or running on another machine.
     """
-    server = start_ui(load(spec), host, port)
+    server = start_ui(load(spec, reading=True), host, port)
     say("Ctrl-C to stop", err)
     with stop_on_signals() as stop:
         stop.wait()
@@ -279,7 +294,9 @@ def quarantine(
         if table != "replay":
             raise typer.BadParameter(f"unexpected argument '{replay_table}'",
                                      param_hint="deltaflow quarantine [replay] TABLE")
-        result = load(spec).replay_quarantine(replay_table, where)
+        pipeline = load(spec)
+        with spark_log_of_run(pipeline.layout):
+            result = pipeline.replay_quarantine(replay_table, where)
         if as_json:
             say(json.dumps({"table": replay_table, "replayed": result.replayed, "passed": result.passed,
                              "resumed": result.resumed}))
@@ -288,7 +305,7 @@ def quarantine(
         say(f"{replay_table}: {finished}{result.replayed:,} quarantined row(s) re-fed, {result.passed:,} "
              f"passed into the table, {result.replayed - result.passed:,} quarantined again")
         return
-    report = load(spec).quarantine(table, sample)
+    report = load(spec, reading=True).quarantine(table, sample)
     if as_json:
         say(json_line({"table": report.table, "rows": report.rows, "reasons": report.reasons,
                         "samples": report.samples}))

@@ -27,11 +27,14 @@ def say(text: str, console: Console = out) -> None:
     console.print(text, markup=False, soft_wrap=True, highlight=False)
 
 
-def load(spec: Path | None) -> Pipeline:
-    """The pipeline of ``--spec`` (default: the nearest ``deltaflow.yml`` upward)."""
+def load(spec: Path | None, reading: bool = False) -> Pipeline:
+    """The pipeline of ``--spec`` (default: the nearest ``deltaflow.yml`` upward).
+
+    ``reading``: the verb only reads the storage; it needs no secret but the storage's.
+    """
     from deltaflow.pipeline import Pipeline
 
-    return Pipeline.load(spec)
+    return Pipeline.load(spec, reading=reading)
 
 
 def start_ui(pipeline: Pipeline, host: str = "127.0.0.1", port: int | None = None,

@@ -12,6 +12,7 @@ from typing import Annotated
 import typer
 
 from deltaflow.cli_shared import JsonOption, SpecOption, err, load, out, say
+from deltaflow.runtime.session import spark_log_of_run
 
 
 def changes(
@@ -26,7 +27,7 @@ def changes(
     from deltaflow.commands.changes import json_line
     from deltaflow.views import changes_table
 
-    rows = load(spec).changes(table, start, end)
+    rows = load(spec, reading=True).changes(table, start, end)
     if as_json:
         for row in rows:
             say(json_line(row))
@@ -48,7 +49,7 @@ def history(
     """Show a table's versions, newest first: what each changed, and the flow and batch that wrote it."""
     from deltaflow.views import history_table
 
-    versions = load(spec).history(table, limit)
+    versions = load(spec, reading=True).history(table, limit)
     if as_json:
         for version in versions:
             say(json.dumps(version.as_json()))
@@ -71,7 +72,9 @@ def vacuum(
 
     pipeline = load(spec)
     keep = parse_duration(retain) if retain is not None else None
-    for result in pipeline.vacuum(tables or None, keep, dry_run=dry_run, stopped=stopped):
+    with spark_log_of_run(pipeline.layout):
+        results = pipeline.vacuum(tables or None, keep, dry_run=dry_run, stopped=stopped)
+    for result in results:
         verb = "would delete" if result.dry_run else "deleted"
         say(f"{result.table}: {verb} {result.files:,} file(s) removed over {human(result.retention)} ago")
 
@@ -86,7 +89,10 @@ def optimize(
 ) -> None:
     """Compact small files into large ones, safe while the pipeline runs (readers never see new rows)."""
     columns = [c.strip() for c in zorder.split(",") if c.strip()] if zorder is not None else None
-    for result in load(spec).optimize(tables or None, zorder=columns, where=where):
+    pipeline = load(spec)
+    with spark_log_of_run(pipeline.layout):
+        results = pipeline.optimize(tables or None, zorder=columns, where=where)
+    for result in results:
         if not result.files_removed:
             say(f"{result.table}: nothing to compact")
             continue
@@ -111,7 +117,9 @@ def rewind(
     from deltaflow.durations import parse_moment
 
     moment = parse_moment(to_timestamp) if to_timestamp is not None else None
-    result = load(spec).rewind(table, to_version, moment, on_message=lambda m: say(m, err))
+    pipeline = load(spec)
+    with spark_log_of_run(pipeline.layout):
+        result = pipeline.rewind(table, to_version, moment, on_message=lambda m: say(m, err))
     if as_json:
         say(json.dumps(result.as_json()))
         return

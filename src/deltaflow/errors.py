@@ -95,11 +95,13 @@ class KafkaBrokerError(DeltaflowError):
 
 
 def first_line(exc: BaseException) -> str:
-    r"""One line saying why ``exc`` happened: the root cause's message (Spark wraps it), at most 300 chars.
+    r"""One line saying why ``exc`` happened: the root cause's class and message (≤ 300 chars).
 
     Example:
         >>> first_line(ValueError("bad value\nmore detail"))
         'bad value'
+        >>> first_line(RuntimeError("Job aborted.\nCaused by: java.lang.IllegalStateException: closed"))
+        'IllegalStateException: closed'
 
     """
     if isinstance(exc, DeltaflowError):  # ours: already one line, with its location and hint
@@ -115,7 +117,7 @@ def first_line(exc: BaseException) -> str:
     causes = [line.split("Caused by:", 1)[1] for line in (text + "\n" + trace).splitlines()
               if line.lstrip().startswith("Caused by:")]
     if causes:
-        text = re.sub(r"^\s*[\w.$]+(Exception|Error): ", "", causes[-1])
+        text = re.sub(r"^\s*(?:[\w$]+\.)*([\w$]+(?:Exception|Error)): ", r"\1: ", causes[-1])
     text = re.sub(r"\s*SQLSTATE: \w+", "", text).strip()
     return text.splitlines()[0][:300] if text else type(exc).__name__
 

@@ -77,7 +77,8 @@ class Pipeline:
 
     @classmethod
     def load(cls, spec: Path | str | None = None, *, env: Mapping[str, str] | None = None,
-             spark: SparkSession | None = None, spark_conf: Mapping[str, str] | None = None) -> Pipeline:
+             spark: SparkSession | None = None, spark_conf: Mapping[str, str] | None = None,
+             reading: bool = False) -> Pipeline:
         """Find, read and validate the spec (a file, a folder holding one, or the nearest one upward).
 
         Args:
@@ -85,6 +86,8 @@ class Pipeline:
             env: Values for the spec's ``${VAR}`` references that win over the environment's.
             spark: See :class:`Pipeline`.
             spark_conf: See :class:`Pipeline`.
+            reading: For verbs that only read the storage (status, history, ui...): a ``${VAR}`` they do not
+                need may be unset (see :func:`~deltaflow.spec.parse_spec`).
 
         Raises:
             ConfigError: One line naming the file and the field at fault.
@@ -92,7 +95,7 @@ class Pipeline:
         """
         given = Path(spec) if spec is not None else None
         environ = None if env is None else {**os.environ, **env}
-        return cls(load_spec(given, env=environ), spark=spark, spark_conf=spark_conf)
+        return cls(load_spec(given, env=environ, reading=reading), spark=spark, spark_conf=spark_conf)
 
     @property
     def name(self) -> str:
@@ -324,11 +327,14 @@ class Pipeline:
 
         See :mod:`deltaflow.commands.vacuum` for the rule and its one-line refusals.
         """
-        from deltaflow.commands.vacuum import vacuum_table
+        from deltaflow.commands.vacuum import vacuum_retention, vacuum_table
 
-        self.storage()
+        layout = self.storage()
+        names = tables or self.tables()
+        for name in names:  # a refusal comes before Spark starts
+            vacuum_retention(layout, self.graph.flows, name, retain, stopped)
         resolver = self.resolve()
-        return [vacuum_table(resolver, name, retain, dry_run, stopped) for name in tables or self.tables()]
+        return [vacuum_table(resolver, name, retain, dry_run, stopped) for name in names]
 
     def optimize(self, tables: list[str] | None = None, zorder: list[str] | None = None,
                  where: str | None = None) -> list[OptimizeResult]:

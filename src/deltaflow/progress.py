@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 from rich.console import Console
 
@@ -19,9 +20,18 @@ from deltaflow.runtime.outcomes import BatchProgress
 
 def format_batch(batch: BatchProgress) -> str:
     """One batch as a line of text."""
+    if batch.refresh is not None:
+        return (f"{batch.flow}  batch {batch.batch_id}  {batch.input_rows:,} new rows read  "
+                f"refreshed ({batch.refresh['mode']}): {written(batch.refresh)}  {batch.duration_ms:,} ms")
     return (f"{batch.flow}  batch {batch.batch_id}  +{batch.input_rows:,} rows  "
             f"in {batch.input_rows_per_second:,.0f}/s  processed {batch.processed_rows_per_second:,.0f}/s  "
             f"{batch.duration_ms:,} ms")
+
+
+def written(refresh: dict[str, Any]) -> str:
+    """What a view's refresh wrote, in words."""
+    rows = refresh.get("rows_written")
+    return "rows written unknown" if rows is None else f"{rows:,} rows written"
 
 
 @dataclass
@@ -31,6 +41,14 @@ class FlowTotals:
     batches: int = 0
     rows: int = 0
     last: BatchProgress | None = None
+    refreshes: int = 0  # a materialized view's
+    written: int = 0  # rows its refreshes wrote
+
+    def summary(self) -> str:
+        """What the flow did in the run: its rows, or a view's refreshes."""
+        if not self.refreshes:
+            return f"{self.rows:,} rows this run"
+        return f"refreshed {self.refreshes:,} time(s) this run, {self.written:,} rows written"
 
 
 @dataclass
@@ -49,6 +67,9 @@ class ProgressPrinter:
         totals.batches += 1
         totals.rows += batch.input_rows
         totals.last = batch
+        if batch.refresh is not None:
+            totals.refreshes += 1
+            totals.written += batch.refresh.get("rows_written") or 0
         if not self.quiet and not self.live:
             self.console.print(format_batch(batch), markup=False)
 

@@ -133,7 +133,8 @@ def as_json(resolver: Resolver) -> str:
         dataset = resolver.graph.datasets[name]
         flows = [{"flow": f.name, "location": str(f.location), "inputs": resolver.flows[f.name].inputs,
                   "sources": resolver.flows[f.name].sources,
-                  "change_feeds": sorted(resolver.flows[f.name].changes)}
+                  "change_feeds": sorted(resolver.flows[f.name].changes),
+                  "quarantines": resolver.flows[f.name].quarantines}
                  for f in resolver.graph.flows_into(name)]
         datasets.append({"dataset": name, "kind": resolver.kinds[name], "stored": dataset.stored,
                          "location": str(dataset.location), "flows": flows})

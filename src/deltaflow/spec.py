@@ -172,6 +172,7 @@ class Spec(_Strict):
 
     _path: Path | None = PrivateAttr(default=None)
     _secrets: frozenset[str] = PrivateAttr(default=frozenset())
+    _unset: dict[str, str] = PrivateAttr(default_factory=dict)
 
     @field_validator("configuration", "table_properties", mode="before")
     @classmethod
@@ -210,6 +211,24 @@ class Spec(_Strict):
     def is_secret(self, dotted: str) -> bool:
         """True when the value at ``dotted`` (e.g. ``kafka.options.sasl.password``) came from ``${ENV}``."""
         return dotted in self._secrets or dotted in _ALWAYS_SECRET
+
+    def unset_under(self, section: str) -> str | None:
+        """Why ``section`` (e.g. ``kafka``) cannot be used by a reading verb: its first unset ``${VAR}``.
+
+        Example:
+            >>> spec.unset_under("kafka")  # doctest: +SKIP
+            'environment variable KAFKA_PASSWORD is not set (kafka.options.sasl.password)'
+
+        """
+        for field, var in self._unset.items():
+            if field == section or field.startswith(f"{section}."):
+                return f"environment variable {var} is not set ({field})"
+        return None
+
+    @property
+    def kafka_to_read(self) -> KafkaSpec | None:
+        """The Kafka settings, unless one of them is an unset ``${VAR}`` (a verb that only reads)."""
+        return None if self.unset_under("kafka") else self.kafka
 
     def redacted(self) -> dict[str, Any]:
         """The spec as a dict, safe to print: values that came from ``${ENV}`` are replaced by ``***``."""
@@ -257,12 +276,17 @@ def find_spec(given: Path | None = None, start: Path | None = None) -> Path:
     )
 
 
-def substitute_env(node: Any, path: Path, env: dict[str, str], secrets: set[str], dotted: str = "") -> Any:
-    """Replace ``${VAR}`` / ``${VAR:-default}`` in every string of ``node``; record where it happened."""
+def substitute_env(node: Any, path: Path, env: dict[str, str], secrets: set[str], dotted: str = "",
+                   unset: dict[str, str] | None = None) -> Any:
+    """Replace ``${VAR}`` / ``${VAR:-default}`` in every string of ``node``; record where it happened.
+
+    ``unset``: collect the variables that are not set there (field -> variable), each replaced by an empty
+    string, instead of failing on the first.
+    """
     if isinstance(node, dict):
-        return {k: substitute_env(v, path, env, secrets, f"{dotted}{k}.") for k, v in node.items()}
+        return {k: substitute_env(v, path, env, secrets, f"{dotted}{k}.", unset) for k, v in node.items()}
     if isinstance(node, list):
-        return [substitute_env(v, path, env, secrets, f"{dotted}{i}.") for i, v in enumerate(node)]
+        return [substitute_env(v, path, env, secrets, f"{dotted}{i}.", unset) for i, v in enumerate(node)]
     if not isinstance(node, str) or "${" not in node:
         return node
 
@@ -272,14 +296,25 @@ def substitute_env(node: Any, path: Path, env: dict[str, str], secrets: set[str]
             return env[var]
         if default is not None:
             return default
+        if unset is not None:
+            unset.setdefault(dotted[:-1], var)
+            return ""
         raise ConfigError(f"environment variable {var} is not set", location=f"{path}: {dotted[:-1]}")
 
     secrets.add(dotted[:-1])
     return _ENV_REF.sub(repl, node)
 
 
-def parse_spec(text: str, path: Path, env: dict[str, str] | None = None) -> Spec:
+#: What a read verb (status, history, ui...) needs from the spec: where the storage is and how to reach it.
+READ_NEEDS = ("name", "storage", "s3")
+
+
+def parse_spec(text: str, path: Path, env: dict[str, str] | None = None, reading: bool = False) -> Spec:
     """Validate the YAML ``text`` of a spec read from ``path``.
+
+    ``reading``: for a verb that only reads the storage, a ``${VAR}`` that is not set is an error only in
+    :data:`READ_NEEDS`; elsewhere (a Kafka password, an S3A key in ``configuration``) it is left empty and
+    recorded (:meth:`Spec.unset_under`).
 
     Raises:
         ConfigError: One line naming the file and the first field at fault.
@@ -295,23 +330,33 @@ def parse_spec(text: str, path: Path, env: dict[str, str] | None = None) -> Spec
     if not isinstance(raw, dict):
         raise ConfigError("expected a mapping of keys (name, storage, libraries, ...)", location=str(path))
     secrets: set[str] = set()
-    data = substitute_env(raw, path, dict(os.environ) if env is None else env, secrets)
+    unset: dict[str, str] | None = {} if reading else None
+    data = substitute_env(raw, path, dict(os.environ) if env is None else env, secrets, unset=unset)
+    for field, var in (unset or {}).items():
+        if field.split(".")[0] in READ_NEEDS:
+            raise ConfigError(f"environment variable {var} is not set", location=f"{path}: {field}")
     try:
         spec = Spec.model_validate(data)
     except ValidationError as exc:
+        field = ".".join(str(p) for p in exc.errors()[0]["loc"])
+        if unset and field in unset:  # an empty stand-in that does not validate: the variable is the fault
+            raise ConfigError(f"environment variable {unset[field]} is not set", location=f"{path}: {field}"
+                              ) from None
         raise _config_error(exc, path) from None
     spec._path = path.resolve()
     spec._secrets = frozenset(secrets)
+    spec._unset = dict(unset or {})
     return spec
 
 
-def load_spec(given: Path | None = None, env: dict[str, str] | None = None) -> Spec:
+def load_spec(given: Path | None = None, env: dict[str, str] | None = None, reading: bool = False) -> Spec:
     """Find, read and validate the spec (see :func:`find_spec` for where it is looked for).
 
-    ``env`` holds the values of ``${VAR}`` references (default: the process environment).
+    ``env`` holds the values of ``${VAR}`` references (default: the process environment); ``reading``: see
+    :func:`parse_spec`.
     """
     path = find_spec(given)
-    return parse_spec(path.read_text(), path, env)
+    return parse_spec(path.read_text(), path, env, reading)
 
 
 def _config_error(exc: ValidationError, path: Path) -> ConfigError:

@@ -43,11 +43,13 @@ def _backlog(flow: FlowStatus) -> str:
 
 
 def status_notes(flow: FlowStatus) -> str:
-    """What needs a look in ``flow``: falling behind, rows set aside, its error, warnings ('' if nothing)."""
+    """What to know of ``flow``: a view's refreshes, falling behind, rows set aside, its error, warnings."""
     behind = "falling behind: busy all the time with a backlog" if flow.falling_behind else ""
     quality = ", ".join(f"{n:,} {what}" for n, what in ((flow.quarantined_rows, "quarantined"),
                                                           (flow.dropped_rows, "dropped")) if n)
-    return "; ".join(p for p in (behind, quality, flow.error or "", *flow.warnings) if p)
+    refreshed = (f"refreshed {flow.refreshes:,} time(s), {flow.rows_written:,} rows written, the last "
+                 f"{flow.last_refresh_mode}") if flow.refreshes else ""
+    return "; ".join(p for p in (refreshed, behind, quality, flow.error or "", *flow.warnings) if p)
 
 
 def status_table(flows: list[FlowStatus]) -> Table:

@@ -158,3 +158,47 @@ def test_the_page_follows_a_running_pipeline(  # type: ignore[no-untyped-def]
     produce(kafka_bootstrap, topic, orders(500, 30))
     bronze = next(f for f in pipeline_status(pipeline.spec, project.layout) if f.flow == "bronze")
     assert (bronze.state, bronze.kafka_offsets_behind, bronze.backlog_measured) == ("stopped", 30, "now")
+
+
+ONE_RUN = """
+import deltaflow as dp
+
+@dp.table
+def bronze():
+    return dp.read_files("landing", format="json", schema="order_id STRING, amount DOUBLE")
+
+@dp.table
+@dp.expect_or_quarantine("positive", "amount > 0")
+def silver():
+    return spark.readStream.table("bronze")
+"""
+
+
+def test_after_one_run_the_charts_span_that_run_and_the_quarantine_is_drawn(  # type: ignore[no-untyped-def]
+        spark, tmp_path: Path, browser: Any) -> None:
+    """Issue 40, problem 5: one batch per flow once spanned years; quarantine tables were not drawn."""
+    from datetime import UTC, datetime
+
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    project = Project(tmp_path / "p", ONE_RUN)
+    project.drop("0.json", [{"order_id": f"o{i}", "amount": float(i - 2)} for i in range(10)])
+    project.run(spark)
+    server = project.pipeline(spark).serve_ui(port=0)
+    try:
+        browser.get(server.url)
+        wait = WebDriverWait(browser, WAIT, poll_frequency=0.5)
+        host = wait.until(lambda b: next((e for e in b.find_elements(By.ID, "chart-rates")
+                                          if e.get_attribute("data-x-max")), None))
+        low, high = float(host.get_attribute("data-x-min")), float(host.get_attribute("data-x-max"))
+        now = datetime.now(UTC).timestamp()
+        assert 60 <= high - low <= 3_600, (low, high)  # minutes around the run, not years
+        assert low <= now + 60 and high >= now - 3_600, (low, high, now)
+        nodes = wait.until(lambda b: b.find_elements(By.CSS_SELECTOR, '[data-node="silver_quarantine"]'))
+        assert "quarantine" in nodes[0].text and "3 rows" in nodes[0].text, nodes[0].text
+        run = wait.until(lambda b: b.find_elements(By.CSS_SELECTOR, "tr[data-run]"))[0]
+        assert run.find_elements(By.CSS_SELECTOR, "td.num")[1].text == "10"  # taken in, not bronze + silver
+    finally:
+        server.stop()
+    assert len(project.rows("silver_quarantine")) == 3 and len(project.rows("silver")) == 7

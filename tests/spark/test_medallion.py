@@ -354,3 +354,37 @@ def test_an_interrupted_full_refresh_is_finished_by_the_next_run(  # type: ignor
     assert layout.current_generation("silver", "silver") == 1
     assert sorted(str(r["id"]) for r in pipeline.rows("silver")) == [f"e{i}" for i in range(5)]
     assert not layout.fs.exists(layout.staging("silver"))
+
+
+def test_each_view_refresh_is_reported_by_the_run_status_and_metrics(  # type: ignore[no-untyped-def]
+        spark, make_project, capsys, monkeypatch) -> None:
+    """Issue 40, problem 3: a view's batch reads few rows or none, and writes what it recomputed."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from deltaflow.observe.dashboard import Dashboard
+    from deltaflow.ui.metrics import render
+    from helpers import cli
+
+    monkeypatch.setattr(materialize, "FULL_BELOW_BYTES", 0)  # later batches by window
+    pipeline = Pipeline(make_project(RECOMPUTED))
+    spec = str(pipeline.project.spec_path)
+    pipeline.drop([event(f"e{i}", f"u{i}", f"p{i % 3}", f"2025-05-01T10:{i:02d}:00Z", 1.0) for i in range(6)])
+    first = cli(capsys, "run", "--spec", spec)
+    assert first.returncode == 0, first.stderr
+    assert "gold: completed, refreshed 1 time(s) this run, 3 rows written" in first.stderr, first.stderr
+    pipeline.drop([event("late", "u9", "p7", "2025-05-01T11:30:00Z", 2.0)])
+    second = cli(capsys, "run", "--spec", spec)
+    assert "gold: completed, refreshed 1 time(s) this run, 1 rows written" in second.stderr, second.stderr
+    assert len(pipeline.rows("gold")) == 4
+
+    shown = cli(capsys, "status", "--json", "--spec", spec)
+    gold = next(f for f in map(json.loads, shown.stdout.splitlines()) if f["flow"] == "gold")
+    assert (gold["refreshes"], gold["rows_written"], gold["last_refresh_mode"]) == (2, 4, "windows")
+    assert gold["last_batch"] == 1 and gold["last_batch_at"] is not None
+    project = pipeline.project
+    state, events = Dashboard(project.pipeline().spec, project.layout).snapshot()
+    samples = {(s.name, s.labels.get("flow")): s.value
+               for family in text_string_to_metric_families(render(state, events).decode())
+               for s in family.samples}
+    assert samples[("deltaflow_view_refreshes_total", "gold")] == 2
+    assert samples[("deltaflow_view_rows_written_total", "gold")] == 4

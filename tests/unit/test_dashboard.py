@@ -10,7 +10,9 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pytest
+from deltalake import write_deltalake
 
 from deltaflow.observe.dashboard import Dashboard
 from deltaflow.runtime.event_log import BatchEvent, EventLog, batch_event, end_event
@@ -25,7 +27,7 @@ GRAPH = {"pipeline": "shop", "trigger": "continuous", "datasets": [
                 "sources": ["kafka:orders"]}]},
     {"dataset": "silver", "kind": "table", "stored": True, "location": "transformations/defs.py:9",
      "flows": [{"flow": "silver", "location": "transformations/defs.py:9", "inputs": {"bronze": "stream"},
-                "sources": []}]},
+                "sources": [], "quarantines": True}]},
     {"dataset": "gold", "kind": "materialized_view", "stored": True, "location": "transformations/defs.py:15",
      "flows": [{"flow": "gold", "location": "transformations/defs.py:15", "inputs": {"silver": "batch"},
                 "sources": []}]},
@@ -78,6 +80,10 @@ def shop(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Dashboard, St
     layout = StorageLayout.of(spec)
     write_log(layout)
     layout.fs.write_text(layout.graph_record, json.dumps(GRAPH))
+    write_deltalake(layout.quarantine("silver"), pa.table({
+        "flow": ["silver"] * 2, "batch_id": [3, 4], "quarantined_at": [T0, T0 + timedelta(seconds=2)],
+        "failed_expectations": [["positive"], ["positive"]], "record": ['{"a": -1}', '{"a": -2}'],
+        "topic": ["orders"] * 2, "partition": [0, 1], "offset": [12, 40], "source_file": [None, None]}))
     board = Dashboard(spec, layout)
     yield board, layout
     board.close()
@@ -96,8 +102,12 @@ def test_state_shows_each_flow_its_errors_quality_and_runs(shop: tuple[Dashboard
     assert flows["silver"]["location"] == "transformations/defs.py:9"
     assert "positive" in (flows["silver"]["error"] or "")
     nodes = {n["id"]: n for n in state["graph"]["nodes"]}
-    assert set(nodes) == {"kafka:orders", "bronze", "silver", "gold"}
+    assert set(nodes) == {"kafka:orders", "bronze", "silver", "gold", "silver_quarantine"}
     assert (nodes["kafka:orders"]["column"], nodes["bronze"]["column"], nodes["gold"]["column"]) == (0, 1, 3)
+    quarantine = nodes["silver_quarantine"]
+    assert (quarantine["kind"], quarantine["column"], quarantine["rows"]) == ("quarantine", 3, 2)
+    edge = {"from": "silver", "to": "silver_quarantine", "label": "quarantined rows"}
+    assert edge in state["graph"]["edges"]
     assert (nodes["silver"]["state"], nodes["bronze"]["state"], nodes["gold"]["state"]) == \
         ("failed", "running", None)
     assert {"from": "bronze", "to": "silver", "label": "stream"} in state["graph"]["edges"]
@@ -109,6 +119,7 @@ def test_state_shows_each_flow_its_errors_quality_and_runs(shop: tuple[Dashboard
     assert [(r["run_id"], r["trigger"], r["outcome"]) for r in runs] == [
         ("run-2", "continuous", "failed"), ("run-1", "available-now", "completed")]
     assert runs[0]["batches"] == 40 and runs[1]["rows"] == 500
+    assert runs[0]["rows"] == sum(100 + i for i in range(20))  # what bronze took in, not silver's too
     assert state["errors"][0]["flow"] == "silver"
     assert state["errors"][0]["location"] == "transformations/defs.py:9"
     series = flows["bronze"]["series"]
@@ -148,6 +159,7 @@ def test_metrics_equal_the_event_log(shop: tuple[Dashboard, StorageLayout]) -> N
     assert metric("deltaflow_flow_state", flow="silver", state="failed") == 1
     assert metric("deltaflow_flow_state", flow="silver", state="running") == 0
     assert metric("deltaflow_flow_backlog_kafka_offsets", flow="bronze") == 7
+    assert metric("deltaflow_table_rows", table="silver_quarantine") == 2
 
 
 def test_the_server_is_read_only_on_loopback_keeps_to_its_folder_and_shows_no_secret(

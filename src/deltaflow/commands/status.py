@@ -45,7 +45,7 @@ BEHIND_BATCHES = 3
 SILENT_AFTER = 120.0
 
 COLUMNS = ["flow", "kind", "batch_id", "start_time", "end_time", "input_rows", "duration_ms",
-           "delta_versions_behind", "kafka_offsets_behind", "expectations", "error", "sources"]
+           "delta_versions_behind", "kafka_offsets_behind", "expectations", "error", "sources", "refresh"]
 
 
 @dataclass(frozen=True)
@@ -69,6 +69,9 @@ class FlowStatus:
     quarantined_rows: int  # by expect_or_quarantine rules and dp.parse_json, over every logged batch
     error: str | None
     warnings: tuple[str, ...] = ()  # a stopped flow nearing the horizon of a table it reads
+    refreshes: int = 0  # a materialized view's: batches that refreshed it
+    rows_written: int = 0  # rows its refreshes wrote (a MERGE: the groups it changed)
+    last_refresh_mode: str | None = None  # full, windows or incremental
 
     def as_json(self) -> dict[str, Any]:
         """A JSON-ready dict (times in ISO 8601)."""
@@ -120,7 +123,7 @@ def pipeline_status(spec: Spec, layout: StorageLayout, now: datetime | None = No
 
     rows = read_events(layout, spec.name)
     moment = now or datetime.now(UTC)  # one moment for the states and the retention warnings
-    own = probe or BacklogProbe(layout, spec.kafka)
+    own = probe or BacklogProbe(layout, spec.kafka_to_read)
     try:
         flows = summarize(rows, moment, measure_backlog(own, layout, rows))
     finally:
@@ -200,7 +203,8 @@ def flow_status(flow: str, events: list[dict[str, Any]], now: datetime, backlog:
                 ) -> FlowStatus:
     """One flow's status from its event-log rows, oldest first, and its backlog now when measured."""
     batches = [e for e in events if e["kind"] == "batch"]
-    busy = [e for e in batches if e["input_rows"]]
+    busy = [e for e in batches if e["input_rows"] or e.get("refresh")]  # a view's first batch reads none
+    refreshes = [json.loads(e["refresh"]) for e in batches if e.get("refresh")]
     last = events[-1]
     age = (now - last["end_time"]).total_seconds()
     state = last["kind"] if last["kind"] != "batch" else ("running" if age < SILENT_AFTER else "silent")
@@ -232,4 +236,6 @@ def flow_status(flow: str, events: list[dict[str, Any]], now: datetime, backlog:
         falling_behind=state == "running" and (growing or queued),
         dropped_rows=quality.get("_dropped", 0), quarantined_rows=quality.get("_quarantined", 0),
         error=last["error"] if last["kind"] == "failed" else None,
+        refreshes=len(refreshes), rows_written=sum(r.get("rows_written") or 0 for r in refreshes),
+        last_refresh_mode=refreshes[-1]["mode"] if refreshes else None,
     )

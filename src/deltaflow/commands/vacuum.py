@@ -19,6 +19,7 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING
@@ -31,6 +32,7 @@ from deltaflow.faults import crash_point
 
 if TYPE_CHECKING:
     from deltaflow.resolve.resolver import Resolver
+    from deltaflow.storage import StorageLayout
 
 MIN_RETENTION = timedelta(hours=1)
 DEFAULT_RETENTION = timedelta(days=7)  # Delta's default delta.deletedFileRetentionDuration
@@ -47,21 +49,23 @@ class VacuumResult:
     dry_run: bool
 
 
-def vacuum_table(resolver: Resolver, table: str, retain: timedelta | None = None, dry_run: bool = False,
-                 stopped: bool = False) -> VacuumResult:
-    """Vacuum ``table`` keeping ``retain`` (default: the table's own retention), if no flow needs more.
+def vacuum_retention(layout: StorageLayout, flows: Collection[str], table: str,
+                     retain: timedelta | None = None, stopped: bool = False) -> timedelta:
+    """The retention a vacuum of ``table`` keeps, once no flow needs more; checked without a JVM.
+
+    Reads only the table's Delta log and the checkpoints of the flows streaming it, so a refusal comes
+    in a second, before Spark starts.
 
     Raises:
         ConfigError: A flow that streams the table still needs files the retention would delete, or the
             retention is under :data:`MIN_RETENTION` while a run may be writing.
 
     """
-    layout = resolver.context.layout
     delta = open_table(layout, table)
     configured = delta.metadata().configuration.get("delta.deletedFileRetentionDuration")
     retention = retain if retain is not None else (
         parse_duration(configured) if configured else DEFAULT_RETENTION)
-    for position in stream_positions(layout, {table: delta}, resolver.graph.flows)[table]:
+    for position in stream_positions(layout, {table: delta}, flows)[table]:
         age, dataset = position.age(), position.dataset
         if age is None and position.version <= delta.version():
             raise ConfigError(f"flow '{position.flow}' reads '{table}' from version {position.version}, "
@@ -77,6 +81,19 @@ def vacuum_table(resolver: Resolver, table: str, retain: timedelta | None = None
         raise ConfigError(f"vacuum '{table}' keeping {human(retention)}: files of a batch being written now "
                           f"could go (under {human(MIN_RETENTION)})",
                           hint="stop the pipeline and pass --stopped, or keep more")
+    return retention
+
+
+def vacuum_table(resolver: Resolver, table: str, retain: timedelta | None = None, dry_run: bool = False,
+                 stopped: bool = False) -> VacuumResult:
+    """Vacuum ``table`` keeping ``retain`` (default: the table's own retention), if no flow needs more.
+
+    Raises:
+        ConfigError: See :func:`vacuum_retention` (checked again here, right before the delete).
+
+    """
+    layout = resolver.context.layout
+    retention = vacuum_retention(layout, resolver.graph.flows, table, retain, stopped)
     deleted = _vacuum(resolver, table, retention, dry_run)
     if deleted and not dry_run:
         crash_point(f"vacuumed:{table}")

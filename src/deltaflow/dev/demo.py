@@ -54,6 +54,7 @@ from deltaflow.dev.topics import create_topic
 from deltaflow.errors import ConfigError
 from deltaflow.pipeline import Pipeline
 from deltaflow.progress import ProgressPrinter
+from deltaflow.runtime.session import spark_log
 from deltaflow.spec import Spec
 
 if TYPE_CHECKING:
@@ -270,7 +271,7 @@ def run_demo(*, seconds: int, rate: int, storage: Path, port: int, stop: threadi
         for feed in feeds:
             feed.feeder.start()
         if "DELTAFLOW_LOG_LEVEL" not in os.environ:
-            os.environ.setdefault("DELTAFLOW_SPARK_LOG", pipeline.layout.spark_log)
+            os.environ.setdefault("DELTAFLOW_SPARK_LOG", spark_log(pipeline.layout))
         server = _serve_ui(pipeline, console) if ui else None
         console.print("spark: starting (a few seconds)...", markup=False)
         printer = ProgressPrinter(console=console, live=True)

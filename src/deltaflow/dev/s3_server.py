@@ -7,7 +7,8 @@ when the server stops.
 moto checks a conditional PUT (``If-None-Match: *``, ``If-Match``) and then stores the object in two
 steps, and serves requests on several threads, so two racing writers could both win. Every request that
 changes something therefore runs alone (:class:`SerialWrites`), which makes the check and the store one
-step, as on S3; reads stay concurrent.
+step, as on S3; reads stay concurrent. The fault tests make it fail chosen requests
+(:mod:`deltaflow.dev.s3_faults`).
 
 Example:
     >>> server = LocalS3(port=19000)  # doctest: +SKIP
@@ -35,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from deltaflow.dev.broker_process import HOST, is_zombie
+from deltaflow.dev.s3_faults import FaultInjector
 from deltaflow.errors import SetupError
 from deltaflow.runtime.jars import home
 
@@ -160,7 +162,7 @@ def serve(port: int) -> None:
         raise SetupError("moto is not installed", hint="'make setup' installs moto[server]") from None
     logging.getLogger("werkzeug").setLevel(logging.WARNING)  # no line per request
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-    app = SerialWrites(DomainDispatcherApplication(create_backend_app))
+    app = FaultInjector(SerialWrites(DomainDispatcherApplication(create_backend_app)))
     with contextlib.suppress(KeyboardInterrupt):
         run_simple(HOST, port, app, threaded=True)
 

@@ -66,12 +66,13 @@ class BacklogProbe:
 
     Args:
         layout: The pipeline's storage.
-        kafka: The spec's ``kafka:`` (brokers and client properties; credentials stay in this process).
+        kafka: The spec's ``kafka:`` (brokers and client properties; credentials stay in this process);
+            ``None``: Kafka sources are left out (their figure is the one at their last batch).
         timeout: Seconds to wait for a broker before leaving Kafka out.
 
     """
 
-    def __init__(self, layout: StorageLayout, kafka: KafkaSpec, timeout: float = 2.0) -> None:
+    def __init__(self, layout: StorageLayout, kafka: KafkaSpec | None, timeout: float = 2.0) -> None:
         self.layout, self.kafka, self.timeout = layout, kafka, timeout
         self._consumer: Any = None
         self._table_ids: dict[str, str] = {}  # reservoir id -> table path
@@ -133,7 +134,7 @@ class BacklogProbe:
         return found
 
     def _kafka_consumer(self) -> Any:
-        if self._consumer is None:
+        if self._consumer is None and self.kafka is not None:
             from confluent_kafka import Consumer
 
             from deltaflow.sources.kafka import check_reachable

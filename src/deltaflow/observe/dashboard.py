@@ -72,7 +72,7 @@ class Dashboard:
 
     def __init__(self, spec: Spec, layout: StorageLayout) -> None:
         self.spec, self.layout = spec, layout
-        self.probe = BacklogProbe(layout, spec.kafka)
+        self.probe = BacklogProbe(layout, spec.kafka_to_read)
         self.facts = TableFacts(layout)
         self._lock = threading.Lock()
         self._log: Any = None
@@ -111,7 +111,7 @@ class Dashboard:
             "graph": self._graph(record, flows),
             "flows": flows,
             "quality": self._quality(batches, locations),
-            "runs": _runs(rows, {s.flow: flow_state(s) for s in statuses}),
+            "runs": _runs(rows, {s.flow: flow_state(s) for s in statuses}, _intake(record)),
             "errors": [{"at": r["end_time"].isoformat(), "flow": r["flow"], "error": r["error"],
                         "location": locations.get(r["flow"], ("", ""))[1]}
                        for r in reversed(rows) if r["kind"] == "failed"][:ERRORS],
@@ -162,6 +162,8 @@ class Dashboard:
             "last_durations_ms": json.loads(last["durations_ms"] or "{}") if last else {},
             "dropped": status.dropped_rows, "quarantined": status.quarantined_rows,
             "error": status.error, "series": flow_series(batches, list(self._samples.get(status.flow, ()))),
+            "refreshes": status.refreshes, "rows_written": status.rows_written,
+            "last_refresh_mode": status.last_refresh_mode,
         }
 
     def _graph(self, record: dict[str, Any] | None, flows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -173,7 +175,7 @@ class Dashboard:
         for node in nodes:
             known = [states[f] for f in node["flows"] if f in states]
             node["state"] = min(known, key=_SEVERITY.index) if known else None
-            facts = self.facts.table(node["id"]) if node["kind"] in ("table", "materialized_view") else None
+            facts = self.facts.table(node["id"]) if node["kind"] != "source" else None
             node["rows"] = facts["rows"] if facts else None
             node["version"] = facts["version"] if facts else None
             node["label"] = node["id"] if node["kind"] == "source" else node["kind"].replace("_", " ")
@@ -199,11 +201,31 @@ class Dashboard:
 
 
 def _stored(record: dict[str, Any] | None) -> list[str]:
-    return [d["dataset"] for d in (record or {}).get("datasets", []) if d.get("stored")]
+    """The tables of the pipeline: its stored datasets and their quarantine tables."""
+    from deltaflow.storage import StorageLayout
+
+    tables = []
+    for dataset in (record or {}).get("datasets", []):
+        if dataset.get("stored"):
+            tables.append(dataset["dataset"])
+        if any(f.get("quarantines") for f in dataset.get("flows", [])):
+            tables.append(StorageLayout.quarantine_name(dataset["dataset"]))
+    return tables
 
 
-def _runs(rows: list[dict[str, Any]], current: dict[str, str]) -> list[dict[str, Any]]:
-    """Each run, newest first: its trigger, times, batches, rows, each flow's end, and its outcome."""
+def _intake(record: dict[str, Any] | None) -> set[str] | None:
+    """The flows that read from outside the pipeline (no pipeline input): what a run took in is theirs."""
+    if record is None:
+        return None
+    return {f["flow"] for d in record.get("datasets", []) for f in d.get("flows", []) if not f.get("inputs")}
+
+
+def _runs(rows: list[dict[str, Any]], current: dict[str, str], intake: set[str] | None = None,
+          ) -> list[dict[str, Any]]:
+    """Each run, newest first: its trigger, times, batches, rows taken in, each flow's end, its outcome.
+
+    ``intake``: the flows whose input rows a run took in (default: every flow's).
+    """
     runs: dict[str, dict[str, Any]] = {}
     for row in rows:
         run = runs.setdefault(row["run_id"], {
@@ -212,7 +234,8 @@ def _runs(rows: list[dict[str, Any]], current: dict[str, str]) -> list[dict[str,
         run["ended"] = max(run["ended"], row["end_time"])
         if row["kind"] == "batch":
             run["batches"] += 1
-            run["rows"] += row["input_rows"]
+            if intake is None or row["flow"] in intake:
+                run["rows"] += row["input_rows"]
             run["flows"].setdefault(row["flow"], "running")
         else:
             run["flows"][row["flow"]] = row["kind"]

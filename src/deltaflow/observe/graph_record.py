@@ -19,9 +19,10 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from deltaflow.storage import StorageLayout
+
 if TYPE_CHECKING:
     from deltaflow.resolve.resolved import ResolvedGraph
-    from deltaflow.storage import StorageLayout
 
 
 def write_graph_record(layout: StorageLayout, resolver: ResolvedGraph, pipeline: str, trigger: str,
@@ -61,7 +62,8 @@ def flow_locations(record: Mapping[str, Any] | None) -> dict[str, tuple[str, str
 def layered(record: Mapping[str, Any]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The graph's nodes with a column (longest path from a source) and a row, and its edges.
 
-    Outside sources (``kafka:clicks``) are nodes of kind ``source`` in column 0.
+    Outside sources (``kafka:clicks``) are nodes of kind ``source`` in column 0; a table whose flows
+    quarantine rows has its quarantine table (kind ``quarantine``) in the column after it.
 
     Example:
         >>> nodes, edges = layered({"datasets": [
@@ -79,6 +81,10 @@ def layered(record: Mapping[str, Any]) -> tuple[list[dict[str, Any]], list[dict[
             edges += [{"from": source, "to": name, "label": via} for source in flow.get("sources", [])]
             edges += [{"from": upstream, "to": name, "label": ", ".join(p for p in (mode, via) if p)}
                       for upstream, mode in flow.get("inputs", {}).items()]
+    quarantines = {StorageLayout.quarantine_name(name): name for name in datasets
+                   if any(f.get("quarantines") for f in datasets[name].get("flows", []))}
+    edges += [{"from": table, "to": quarantine, "label": "quarantined rows"}
+              for quarantine, table in quarantines.items()]
     column: dict[str, int] = {}
 
     def depth(node: str, seen: frozenset[str] = frozenset()) -> int:
@@ -88,13 +94,14 @@ def layered(record: Mapping[str, Any]) -> tuple[list[dict[str, Any]], list[dict[
         return column[node]
 
     names = [e["from"] for e in edges if e["from"] not in datasets]
-    ordered = list(dict.fromkeys([*names, *datasets]))
+    ordered = list(dict.fromkeys([*names, *datasets, *quarantines]))
     rows: dict[int, int] = {}
     nodes = []
     for node in ordered:
         col = depth(node)
         dataset = datasets.get(node)
-        nodes.append({"id": node, "kind": dataset["kind"] if dataset else "source", "column": col,
+        kind = dataset["kind"] if dataset else "quarantine" if node in quarantines else "source"
+        nodes.append({"id": node, "kind": kind, "column": col,
                       "row": rows.setdefault(col, 0), "flows": [f["flow"] for f in (dataset or {}).get(
                           "flows", [])]})
         rows[col] += 1

@@ -29,6 +29,8 @@ if TYPE_CHECKING:
     from deltalake import DeltaTable
 
 FLUSH_SECONDS = 1.0
+#: Where a view's refresh is added to its driver query's progress (see :func:`event_log_listener`).
+REFRESH_KEY = "deltaflowRefresh"
 #: Appends between two compactions of the log's files (a reader then opens a few files, not thousands).
 COMPACT_EVERY = 100
 
@@ -56,6 +58,7 @@ class BatchEvent:
     expectations: str | None  # JSON: per expectation, rows passed and failed (data quality)
     error: str | None
     trigger: str | None = None  # the run's trigger ("available-now", "continuous, every 10 seconds"...)
+    refresh: str | None = None  # JSON: a materialized view's refresh in this batch: mode, rows written
 
 
 def _schema() -> pa.Schema:
@@ -145,6 +148,7 @@ def batch_event(pipeline: str, run_id: str, progress: Mapping[str, Any]) -> Batc
         kafka_offsets_behind=_metric_sum(sources, "maxOffsetsBehindLatest"),
         expectations=json.dumps(metrics) if (metrics := (progress.get("observedMetrics") or {}).get(
             "deltaflow_expectations")) else None, error=None,
+        refresh=json.dumps(refresh) if (refresh := progress.get(REFRESH_KEY)) else None,
     )
 
 
@@ -281,11 +285,14 @@ class EventLog:
 
 
 def event_log_listener(log: EventLog, on_progress: Callable[[dict[str, Any]], None] | None = None,
-                       on_terminated: Callable[[], None] | None = None) -> Any:
+                       on_terminated: Callable[[], None] | None = None,
+                       refresh_of: Callable[[str, int], dict[str, Any] | None] | None = None) -> Any:
     """A Spark ``StreamingQueryListener`` sending every progress to ``log`` (and, parsed, to ``on_progress``).
 
     Spark calls it on its listener thread: ``on_progress`` and ``on_terminated`` (a query ended) should only
     hand over. Each progress crosses from the JVM as its JSON, in one call (:class:`_JsonEvents`).
+    ``refresh_of(flow, batch_id)``: what a materialized view's batch refreshed, added to its progress under
+    :data:`REFRESH_KEY` (Spark's progress counts the rows the view read, not those it wrote).
     """
     from pyspark import SparkContext
     from pyspark.sql.streaming.listener import StreamingQueryListener
@@ -299,6 +306,9 @@ def event_log_listener(log: EventLog, on_progress: Callable[[dict[str, Any]], No
         def onQueryProgress(self, event: Any) -> None:
             try:
                 progress = json.loads(event)
+                if refresh_of is not None and (refresh := refresh_of(progress.get("name") or "",
+                                                                     int(progress["batchId"]))):
+                    progress[REFRESH_KEY] = refresh
                 logged = batch_event(log.pipeline, log.run_id, progress)
                 carried = log.carried.get(logged.flow, ())
                 if (rows := carried_rows(progress)) is not None:  # one query, several flows

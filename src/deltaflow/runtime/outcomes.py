@@ -23,6 +23,7 @@ class BatchProgress:
     input_rows_per_second: float
     processed_rows_per_second: float
     duration_ms: int
+    refresh: dict[str, Any] | None = None  # a materialized view's batch: its refresh (mode, rows_written)
 
     @classmethod
     def of(cls, flow: str, progress: Mapping[str, Any]) -> BatchProgress:
@@ -31,6 +32,7 @@ class BatchProgress:
         A carrier's query (:mod:`deltaflow.sinks.carry`) reads each row once per branch: its batch counts
         the rows its own table got, which each carried flow reads.
         """
+        from deltaflow.runtime.event_log import REFRESH_KEY
         from deltaflow.sinks.carry import carried_rows
 
         read = int(progress["numInputRows"])
@@ -39,7 +41,8 @@ class BatchProgress:
         return cls(flow=flow, batch_id=int(progress["batchId"]), input_rows=read if rows is None else rows,
                    input_rows_per_second=float(progress.get("inputRowsPerSecond") or 0.0) * ratio,
                    processed_rows_per_second=float(progress.get("processedRowsPerSecond") or 0.0) * ratio,
-                   duration_ms=int((progress.get("durationMs") or {}).get("triggerExecution", 0)))
+                   duration_ms=int((progress.get("durationMs") or {}).get("triggerExecution", 0)),
+                   refresh=progress.get(REFRESH_KEY))
 
 
 @dataclass(frozen=True)

@@ -34,7 +34,7 @@ from deltaflow.runtime.carry_plan import (
     recorded_carriers,
     separate,
 )
-from deltaflow.runtime.event_log import EventLog, end_event, event_log_listener
+from deltaflow.runtime.event_log import REFRESH_KEY, EventLog, end_event, event_log_listener
 from deltaflow.runtime.maintenance import Maintainer
 from deltaflow.runtime.outcomes import BatchProgress, FlowOutcome, MessageCallback, ProgressCallback
 from deltaflow.runtime.refresh import FullRefresh, refresh_dataset
@@ -102,9 +102,14 @@ class PipelineRun:
         self.event_log = EventLog(self.layout.event_log, self.spec.name, trigger=trigger.describe(),
                                   storage_options=self.layout.storage_options)
         self._wake = threading.Event()  # a query ended: look now rather than at the next poll
-        self._listener = event_log_listener(self.event_log, self._progress.put, on_terminated=self._wake.set)
+        self._listener = event_log_listener(self.event_log, self._progress.put, on_terminated=self._wake.set,
+                                            refresh_of=self._view_refresh)
         self.leases = TableLeases(self.layout, self.spec.name, self.event_log.run_id,
                                   lease_ttl(self.spec.lease.ttl))
+
+    def _view_refresh(self, flow: str, batch_id: int) -> dict[str, Any] | None:
+        view = self.writers.views.get(flow)
+        return view.take_refresh(batch_id) if view is not None else None
 
     # -- starting ---------------------------------------------------------------------------------------
 
@@ -241,8 +246,8 @@ class PipelineRun:
             except queue.Empty:
                 return
             flow = self._flow_of_query.get(str(progress["id"]))
-            if flow is None or not progress.get("numInputRows"):
-                continue  # a full refresh's query, or a trigger that found nothing new
+            if flow is None or not (progress.get("numInputRows") or progress.get(REFRESH_KEY)):
+                continue  # a full refresh's query, or a trigger that found nothing new (a view may refresh)
             carried = self.carry.carriers.get(flow, [])
             for name in (flow, *carried):
                 self.maintainer.written(self.graph.flows[name].target)

@@ -18,6 +18,7 @@ Example:
 from __future__ import annotations
 
 import os
+import re
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -25,9 +26,9 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from deltaflow.errors import ConfigError
+from deltaflow.errors import ConfigError, DeltaflowError
 from deltaflow.runtime import class_archive
-from deltaflow.runtime.jars import jars
+from deltaflow.runtime.jars import home, jars
 from deltaflow.storage.s3 import hadoop_conf
 
 if TYPE_CHECKING:
@@ -130,6 +131,50 @@ def check_master(master: str) -> None:
                       hint="start it ('deltaflow cluster start'), or leave spark.master out to run locally")
 
 
+def spark_log(layout: StorageLayout) -> str:
+    """Where a run sends everything its JVM prints (Spark's log, the stack traces of failed flows).
+
+    ``<storage>/_logs/spark.log`` on local storage; for object storage, a file of this machine under
+    deltaflow's home (``$DELTAFLOW_HOME/logs/<bucket and path>/spark.log``), since a JVM writes its
+    output to a file descriptor.
+
+    Example:
+        >>> spark_log(StorageLayout("/data/pipe"))
+        '/data/pipe/_logs/spark.log'
+
+    """
+    if layout.is_local:
+        return layout.spark_log
+    where = re.sub(r"[^\w.-]+", "_", layout.root.split("://", 1)[-1]).strip("_")
+    return str(home() / "logs" / where / "spark.log")
+
+
+@contextmanager
+def spark_log_of_run(layout: StorageLayout) -> Iterator[None]:
+    """A run's JVM prints into :func:`spark_log`, and a failure's one line says where that is.
+
+    Not with ``deltaflow -v`` (Spark's log on the terminal) or ``$DELTAFLOW_SPARK_LOG`` already set.
+
+    Example:
+        >>> with spark_log_of_run(pipeline.layout):  # doctest: +SKIP
+        ...     pipeline.run("available_now")
+
+    """
+    if "DELTAFLOW_LOG_LEVEL" in os.environ or "DELTAFLOW_SPARK_LOG" in os.environ:
+        yield
+        return
+    path = spark_log(layout)
+    os.environ["DELTAFLOW_SPARK_LOG"] = path
+    try:
+        yield
+    except DeltaflowError as exc:
+        if Path(path).is_file() and Path(path).stat().st_size:
+            exc.hint = "; ".join(h for h in (exc.hint, f"the full error is in {path}") if h)
+        raise
+    finally:
+        del os.environ["DELTAFLOW_SPARK_LOG"]
+
+
 @contextmanager
 def jvm_output(path: str | None) -> Iterator[None]:
     """Start the JVM inside this block to have it print into ``path`` (appended) instead of stderr.
@@ -183,11 +228,30 @@ def build_session(spec: Spec | None = None, extra: dict[str, str] | None = None,
         builder = builder.config(key, value)
     with jvm_output(os.environ.get("DELTAFLOW_SPARK_LOG")):
         spark = builder.getOrCreate()
+    keep_jvm_from_sigterm(spark)
     if spec is not None and spec.s3 is not None:  # a session that was running keeps its Hadoop settings
         use_storage_keys(spark, spec)
     if level := os.environ.get("DELTAFLOW_LOG_LEVEL"):  # set by `deltaflow -v`
         spark.sparkContext.setLogLevel(level)
     return spark
+
+
+def keep_jvm_from_sigterm(spark: SparkSession) -> None:
+    """Have the driver JVM ignore SIGTERM: a stop is deltaflow's to make, between batches.
+
+    Supervisors (systemd, ``timeout``, ``kill -- -PGID``, container runtimes) signal the whole process
+    group, and the JVM is in it. Its own SIGTERM handler runs Spark's shutdown hook, which stops the
+    SparkContext under the running queries before deltaflow's between-batches stop can: a clean stop turned
+    into a crash. pyspark already has the JVM ignore SIGINT for the same reason; SIGKILL still ends it (a
+    crash stays a crash), and it exits by itself when this process is gone (its stdin closes).
+
+    Example:
+        >>> keep_jvm_from_sigterm(spark)  # doctest: +SKIP
+
+    """
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    jvm.sun.misc.Signal.handle(jvm.sun.misc.Signal("TERM"), jvm.sun.misc.SignalHandler.SIG_IGN)
 
 
 def kill_driver_jvm() -> None:

@@ -105,7 +105,7 @@ class IncrementalRefresh:
             if batch_id == 0:  # a new checkpoint: its state started empty, and so does the view
                 self.view.layout.fs.write_text(self.view.checkpoint.view_plan, self.plan.signature)
             if self.whole or batch_id == 0:
-                self.view.write(totals, batch_id)
+                self.view.write(totals, batch_id, mode="incremental")
             else:
                 self.view.merge(totals, self.plan.keys, batch_id)
         finally:

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from deltaflow.errors import SinkError
 from deltaflow.faults import crash_point
@@ -51,6 +51,8 @@ MAX_WINDOWS = 64
 #: the orders example (1.3 MB of silver) a by-window batch took 3.3 s, a whole recompute 2.2 s. A view
 #: recording a change feed keeps the windows, so its feed holds the changed windows only.
 FULL_BELOW_BYTES = 64 * 2**20
+#: Delta notes there the version of the session's newest commit.
+LAST_COMMIT = "spark.databricks.delta.lastCommitVersionInSession"
 _UNLIMITED = 2**31 - 1  # files per trigger: a view's first batch takes its input's snapshot whole
 _WINDOW_START, _WINDOW_END, _FULL = "_df_window_start", "_df_window_end", "_df_full"
 
@@ -75,7 +77,7 @@ class MaterializedView:
         self.flow = self.resolver.graph.flows[self.name]
         self.layout = self.resolver.context.layout
         self.path = self.layout.table(self.name)
-        self.refreshes = 0
+        self.refreshed: dict[int, dict[str, Any]] = {}  # batch id -> its refresh, till the event log takes it
         self._app_id: str | None = None
         # whether a batch replaces the whole view: None not known yet, True while what that reads is small,
         # False once it is not (tables only grow) or when the view records a change feed
@@ -191,8 +193,12 @@ class MaterializedView:
             self._small = input_bytes(df) <= limit
         return self._small
 
-    def write(self, df: DataFrame, batch_id: int | None, replace_where: str | None = None) -> None:
-        """Replace the view's rows (those ``replace_where`` selects) with ``df``, once per ``batch_id``."""
+    def write(self, df: DataFrame, batch_id: int | None, replace_where: str | None = None,
+              mode: str | None = None) -> None:
+        """Replace the view's rows (those ``replace_where`` selects) with ``df``, once per ``batch_id``.
+
+        ``mode``: how the refresh is reported (default ``windows`` with ``replace_where``, else ``full``).
+        """
         writer = df.write.format("delta").mode("overwrite")
         if replace_where:
             writer = writer.option("replaceWhere", replace_where)
@@ -213,7 +219,7 @@ class MaterializedView:
                                 f"F.window('{refresh.column}', '{refresh.duration}') with its start in "
                                 f"'{refresh.output}'", location=str(self.dataset.location)) from exc
             raise
-        self.refreshes += 1
+        self._refreshed(df.sparkSession, batch_id, mode or ("windows" if replace_where else "full"))
 
     def merge(self, groups: DataFrame, keys: tuple[str, ...], batch_id: int) -> None:
         """MERGE ``groups`` (whole rows of the view) into the view by ``keys``, once per ``batch_id``."""
@@ -228,13 +234,44 @@ class MaterializedView:
 
         with idempotent_writes(session, self.app_id(), batch_id):
             retry_conflicts(merge, f"materialized view '{self.name}'")
-        self.refreshes += 1
+        self._refreshed(session, batch_id, "incremental")
+
+    def take_refresh(self, batch_id: int) -> dict[str, Any] | None:
+        """What batch ``batch_id`` refreshed (mode, rows written), once: the event log asks for it."""
+        return self.refreshed.pop(batch_id, None)
+
+    def _refreshed(self, session: SparkSession, batch_id: int | None, mode: str) -> None:
+        """Note the refresh batch ``batch_id`` wrote, with the rows its Delta commit says it wrote."""
+        if batch_id is None:
+            return
+        version = session.conf.get(LAST_COMMIT, None)
+        rows = None if version is None else written_rows(self.layout, self.path, int(version), self.app_id(),
+                                                         batch_id)
+        self.refreshed[batch_id] = {"mode": mode, "rows_written": rows}
 
     def app_id(self) -> str:
         """``txnAppId`` of this view's writes: its checkpoint identity, new whenever the checkpoint is."""
         if self._app_id is None:
             self._app_id = flow_app_id(self.layout, self.checkpoint)
         return self._app_id
+
+
+def written_rows(layout: StorageLayout, path: str, version: int, app_id: str, batch_id: int) -> int | None:
+    """Rows the commit ``version`` of ``path`` wrote, if it is batch ``batch_id``'s (else None: skipped).
+
+    A replace counts the rows it wrote; a MERGE the rows it inserted, updated or deleted (changed groups).
+    """
+    text = layout.fs.read_text(layout.commit_file_at(path, version)) or ""
+    actions = [json.loads(line) for line in text.splitlines() if line.strip()]
+    if not any(a.get("txn", {}).get("appId") == app_id and a["txn"].get("version") == batch_id
+               for a in actions):
+        return None
+    metrics = next((a["commitInfo"].get("operationMetrics") or {} for a in actions if "commitInfo" in a), {})
+    if "numOutputRows" in metrics and "numTargetRowsInserted" not in metrics:
+        return int(metrics["numOutputRows"])
+    merged = ("numTargetRowsInserted", "numTargetRowsUpdated", "numTargetRowsDeleted")
+    changed = [int(metrics[k]) for k in merged if k in metrics]
+    return sum(changed) if changed else None
 
 
 def outdated(resolver: Resolver, name: str) -> bool:

@@ -238,7 +238,7 @@ class StorageLayout:
 
     @property
     def spark_log(self) -> str:
-        """Where ``deltaflow demo`` sends Spark's own output (local storage only)."""
+        """Where a run on local storage sends its JVM's output (see ``runtime.session.spark_log``)."""
         return f"{self.root}/_logs/spark.log"
 
     @property

@@ -37,7 +37,7 @@ from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from deltaflow.errors import LeaseError
+from deltaflow.errors import LeaseError, first_line
 from deltaflow.storage.layout import StorageLayout
 
 
@@ -99,7 +99,9 @@ class TableLeases:
         self.ttl = ttl_seconds
         self.clock = clock
         self.tokens: dict[str, str] = {}  # table -> token of the record this run last wrote
-        self.lost: str | None = None  # why a held table was lost (another run took it)
+        self._lost: str | None = None  # why a held table was lost to another run
+        self._failing: str | None = None  # why the last renewal failed, until one succeeds
+        self.held_until = 0.0  # when the holds this run last wrote run out
         self._stop = threading.Event()
         self._renewer: threading.Thread | None = None
 
@@ -137,6 +139,7 @@ class TableLeases:
             raise LeaseError(f"table '{table}' was taken by another run at the same moment",
                              hint="only one run writes a table at a time")
         self.tokens[table] = token
+        self.held_until = now + self.ttl
 
     def renew(self) -> None:
         """Push every hold ``ttl`` further; a table another run took meanwhile sets :attr:`lost`."""
@@ -145,19 +148,35 @@ class TableLeases:
             renewed = self.layout.fs.write_if(self.layout.lease(table), self._record(expires), token)
             if renewed is None:
                 del self.tokens[table]
-                self.lost = self.lost or (f"lost table '{table}' to another run (this run could not "
-                                          f"renew its lease within {self.ttl:.0f} s)")
+                self._lost = self._lost or (f"lost table '{table}' to another run (this run could not "
+                                            f"renew its lease within {self.ttl:.0f} s)")
             else:
                 self.tokens[table] = renewed
+        self.held_until = expires
+
+    @property
+    def lost(self) -> str | None:
+        """Why this run must stop writing now: a table another run took, or holds about to run out.
+
+        Renewing, holds run out a whole TTL after the last renewal, which comes every third of it. Storage
+        that fails renewals (past its client's own retries), or answers too slowly, leaves them closer to
+        running out: at a third of the TTL from it, the run is told, before another run may take them.
+        """
+        if (self._lost is None and self.tokens and self._renewer is not None and not self._stop.is_set()
+                and self.clock() > self.held_until - self.ttl / 3):
+            why = f": {self._failing}" if self._failing else " (storage too slow to answer)"
+            self._lost = f"could not renew this run's table leases for {self.ttl * 2 / 3:.0f} s{why}"
+        return self._lost
 
     def start_renewing(self) -> None:
-        """Renew every third of the TTL on a background thread, until :meth:`release`."""
+        """Renew every third of the TTL on a background thread, until :meth:`release` (see :attr:`lost`)."""
         def loop() -> None:
             while not self._stop.wait(self.ttl / 3):
                 try:
                     self.renew()
-                except Exception:  # storage unreachable for a moment: the next round tries again
-                    continue
+                    self._failing = None
+                except Exception as exc:  # storage failing for a moment: the next round tries again
+                    self._failing = first_line(exc)
 
         self._renewer = threading.Thread(target=loop, name="deltaflow-leases", daemon=True)
         self._renewer.start()

@@ -149,7 +149,9 @@ class S3FileSystem:
         except ClientError as exc:
             if exc.response["Error"]["Code"] in ("PreconditionFailed", "ConditionalRequestConflict",
                                                  "NoSuchKey"):
-                return None
+                # A retry whose first attempt was written, but whose answer was lost, meets its own write.
+                found = self.read_versioned(path)
+                return found[1] if found is not None and found[0] == text else None
             raise
         return str(answer["ETag"])
 

@@ -12,6 +12,8 @@ name                                            type     what
 ``deltaflow_flow_quarantined_rows_total``       counter  rows quarantined (rules, unparsable records)
 ``deltaflow_expectation_failed_rows_total``     counter  rows failing each expectation (``expectation``)
 ``deltaflow_flow_batch_duration_seconds``       summary  batch durations (``_count``, ``_sum``)
+``deltaflow_view_refreshes_total``              counter  a materialized view's refreshes
+``deltaflow_view_rows_written_total``           counter  rows its refreshes wrote (a MERGE: groups changed)
 ``deltaflow_flow_last_batch_duration_seconds``  gauge    the newest batch's duration
 ``deltaflow_flow_last_batch_timestamp_seconds`` gauge    when the newest batch with rows ended
 ``deltaflow_flow_input_rows_per_second``        gauge    rows read per second over the rate window
@@ -29,6 +31,7 @@ Example:
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -57,6 +60,8 @@ def families(state: dict[str, Any], events: list[dict[str, Any]]) -> Iterator[An
     failed = counter("expectation_failed_rows", "Rows failing an expectation.", [*flow_labels, "expectation"])
     durations = SummaryMetricFamily("deltaflow_flow_batch_duration_seconds", "Batch durations.",
                                     labels=flow_labels)
+    refreshes, written = (counter("view_refreshes", "A materialized view's refreshes."),
+                          counter("view_rows_written", "Rows a materialized view's refreshes wrote."))
     per_flow: dict[str, list[dict[str, Any]]] = {}
     for row in events:
         if row["kind"] == "batch":
@@ -72,7 +77,10 @@ def families(state: dict[str, Any], events: list[dict[str, Any]]) -> Iterator[An
             if not name.startswith("_"):
                 failed.add_metric([*labels, name], count)
         durations.add_metric(labels, len(logged), sum(r["duration_ms"] for r in logged) / 1000)
-    yield from (batches, rows, dropped, quarantined, failed, durations)
+        if refreshed := [json.loads(r["refresh"]) for r in logged if r.get("refresh")]:
+            refreshes.add_metric(labels, len(refreshed))
+            written.add_metric(labels, sum(r.get("rows_written") or 0 for r in refreshed))
+    yield from (batches, rows, dropped, quarantined, failed, durations, refreshes, written)
 
     gauges = {key: gauge(name, doc) for key, name, doc in (
         ("last_duration_ms", "flow_last_batch_duration_seconds", "The newest batch's duration."),

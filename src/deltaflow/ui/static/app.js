@@ -103,8 +103,15 @@ function chart(key, host, series, data, height = 160) {
       width: Math.max(200, host.clientWidth), height,
       series: [{}, ...series.map((x) => ({ width: 1.5, ...x }))],
       axes: [{ ...axis(), size: 42 }, { ...axis(), size: 52 }],
-      scales: { x: { time: true } },
+      // uPlot spans a single timestamp (one run) over 1,000 days: show five minutes either side of it
+      scales: { x: { time: true, range: (u, min, max) => {
+        const xs = u.data[0] || [];
+        return xs.length && xs[0] === xs[xs.length - 1] ? [xs[0] - 300, xs[0] + 300] : [min, max];
+      } } },
       cursor: { drag: { x: true, y: false } },
+      hooks: { setScale: [(u, key) => { // the shown range, for the page's browser test
+        if (key === 'x') Object.assign(host.dataset, { xMin: u.scales.x.min, xMax: u.scales.x.max });
+      }] },
     };
     c = { u: new uPlot(opts, data, host), sig, host };
     charts.set(key, c);
@@ -213,7 +220,9 @@ function renderFlows(st) {
         f.dataset && f.dataset !== f.flow ? h('div', { class: 'sub' }, `→ ${f.dataset}`) : null),
       h('td', {}, badge(f.state)),
       h('td', {}, f.last_batch != null ? `#${f.last_batch}` : '-', f.last_batch_at ? h('div', { class: 'sub' }, since(f.last_batch_at)) : null),
-      h('td', { class: 'num', 'data-field': 'rows_total' }, num(f.rows_total)),
+      h('td', { class: 'num', 'data-field': 'rows_total' }, num(f.rows_total),
+        f.refreshes ? h('div', { class: 'sub', 'data-field': 'rows_written' },
+          `${num(f.rows_written)} written by ${num(f.refreshes)} refresh${f.refreshes === 1 ? '' : 'es'} (last ${f.last_refresh_mode})`) : null),
       h('td', { class: 'num' }, rate(f.input_rows_per_second), over()),
       h('td', { class: 'num' }, rate(f.processed_rows_per_second), over()),
       h('td', {}, backlog(f.backlog)),

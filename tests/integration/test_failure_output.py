@@ -1,0 +1,39 @@
+"""A failed flow prints one line to the terminal, with where its full error is; the stacks go to the log."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from helpers import Project, cli_env
+
+FAILS = """
+import deltaflow as dp
+
+@dp.table
+def bronze():
+    return dp.read_files("landing", format="json", schema="id STRING")
+
+@dp.table
+def checked():
+    return spark.readStream.table("bronze").selectExpr("id", "raise_error(concat('bad id ', id)) AS x")
+"""
+
+
+def test_a_failed_flow_prints_one_line_and_leaves_its_stack_in_the_log(tmp_path: Path) -> None:
+    project = Project(tmp_path / "p", FAILS)
+    project.drop("0.json", [{"id": "e1"}])
+    command = [sys.executable, "-m", "deltaflow", "run", "--available-now", "--quiet", "--spec",
+               str(project.spec_path)]
+    done = subprocess.run(command, capture_output=True, text=True, env=cli_env(), timeout=300)
+    assert done.returncode == 1
+    log = project.layout.spark_log
+    errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1, done.stderr
+    assert "DF-FLOW" in errors[0] and "'checked'" in errors[0] and "bad id e1" in errors[0], errors[0]
+    assert f"the full error is in {log}" in errors[0], errors[0]
+    assert "\tat " not in done.stderr and "Traceback" not in done.stderr, done.stderr[-3000:]
+    assert len(done.stderr.splitlines()) <= 6, done.stderr  # the run's header, the flows' lines, the error
+    text = Path(log).read_text()
+    assert "bad id e1" in text and "\tat org.apache.spark" in text, text[-3000:]

@@ -1,0 +1,152 @@
+"""Storage faults (issue 40, problem 7): S3 answering 503 SlowDown or 500, dropping connections, losing
+answers, in the middle of a batch, a checkpoint write, a lease renewal or an event-log append; and a fault
+that outlasts every retry. The run either retries through, or stops with one line and loses nothing.
+
+The faults come from the session's local S3 server itself (:mod:`deltaflow.dev.s3_faults`); each test
+asserts that its faults fired, so none passes without meeting them.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from deltaflow.dev.s3_faults import FaultRule, S3Faults
+from deltaflow.errors import FlowError
+from deltaflow.spec import S3Spec
+from deltaflow.storage import StorageLayout
+from deltaflow.storage.lease import TableLeases
+from helpers import Project
+
+
+@pytest.fixture
+def faults(s3_endpoint: str) -> Iterator[S3Faults]:
+    injector = S3Faults(s3_endpoint)
+    injector.clear()
+    yield injector
+    injector.clear()
+
+
+def test_the_server_fails_what_it_is_told_and_a_client_that_retries_gets_through(  # type: ignore[no-untyped-def]
+        faults: S3Faults, s3_root: str, s3_spec: S3Spec) -> None:
+    client = StorageLayout(s3_root, s3_spec).fs.client  # type: ignore[attr-defined]
+    bucket = s3_root.split("/")[2]
+    faults.set([FaultRule(path=f"/{bucket}/a$", method="PUT", first=2),
+                FaultRule(path=f"/{bucket}/b$", method="GET", status=None, reset=True, first=1),
+                FaultRule(path=f"/{bucket}/c$", method="PUT", status=500)])
+    client.put_object(Bucket=bucket, Key="a", Body=b"a")  # 503, 503, then through
+    client.put_object(Bucket=bucket, Key="b", Body=b"b")
+    assert client.get_object(Bucket=bucket, Key="b")["Body"].read() == b"b"  # dropped once, then through
+    with pytest.raises(Exception, match="InternalError"):
+        client.put_object(Bucket=bucket, Key="c", Body=b"c")  # every attempt: past botocore's retries
+    assert faults.hits() == [2, 1, 4]  # c: the first attempt and botocore's 3 retries
+
+
+def test_a_lease_renewal_whose_answer_was_lost_still_holds_the_table(  # type: ignore[no-untyped-def]
+        faults: S3Faults, s3_root: str, s3_spec: S3Spec) -> None:
+    """The renewal was written, its answer lost: the retry's condition meets the renewal's own write."""
+    layout = StorageLayout(s3_root, s3_spec)
+    leases = TableLeases(layout, "p", "run-1", ttl_seconds=60)
+    leases.acquire(["silver"])
+    lost_answer = FaultRule(path="/_leases/silver.json$", method="PUT", status=None, answer_lost=True,
+                            first=1)
+    faults.set([lost_answer])
+    leases.renew()
+    assert faults.hits() == [1]  # the first attempt was written and its answer dropped; the retry met it
+    assert leases.lost is None and set(leases.tokens) == {"silver"}
+    faults.set([FaultRule(path="/_leases/silver.json$", method="PUT", first=2)])
+    leases.renew()  # 503 SlowDown twice, then through
+    assert faults.hits() == [2] and leases.lost is None
+    holder = json.loads(layout.fs.read_text(layout.lease("silver")) or "{}")
+    assert holder["run_id"] == "run-1" and holder["expires"] == pytest.approx(leases.held_until)
+    leases.release()
+
+
+def test_renewals_that_keep_failing_stop_the_run_before_its_hold_runs_out(  # type: ignore[no-untyped-def]
+        faults: S3Faults, s3_root: str, s3_spec: S3Spec) -> None:
+    layout = StorageLayout(s3_root, s3_spec)
+    leases = TableLeases(layout, "p", "run-1", ttl_seconds=3)
+    leases.acquire(["silver"])
+    faults.set([FaultRule(path="/_leases/", method="PUT")])
+    leases.start_renewing()
+    deadline = time.monotonic() + 60
+    while leases.lost is None:
+        assert time.monotonic() < deadline, "renewals failed and the run was not told"
+        time.sleep(0.05)
+    assert time.time() < leases.held_until, "told only once the hold had run out"
+    assert leases.lost.startswith("could not renew this run's table leases for 2 s")
+    assert faults.hits()[0] >= 1
+    faults.clear()
+    leases.release()
+
+
+PIPELINE = """
+import deltaflow as dp
+
+@dp.table
+def bronze():
+    return dp.read_files("landing", format="json", schema="id STRING, n INT")
+
+@dp.table
+def silver():
+    return dp.read_stream("bronze", maxFilesPerTrigger=1000).where("n >= 0")
+"""
+
+
+def on_s3(make_project: Any, s3_root: str, s3_spec: S3Spec) -> Project:
+    project = make_project(PIPELINE, s3=(s3_root, s3_spec))
+    for file in range(3):
+        project.drop(f"{file}.json", [{"id": f"e{file}-{i}", "n": i} for i in range(40)])
+    return project
+
+
+def assert_exact(project: Project) -> None:
+    expected = sorted(f"e{file}-{i}" for file in range(3) for i in range(40))
+    for table in ("bronze", "silver"):
+        assert sorted(r["id"] for r in project.rows(table)) == expected, table
+
+
+def test_a_run_retries_through_faults_at_every_moment(  # type: ignore[no-untyped-def]
+        spark, make_project, s3_root: str, s3_spec: S3Spec, faults: S3Faults) -> None:
+    """Each first attempt fails: data files and Delta commits (mid-batch), checkpoint entries, the event log,
+    the leases; reads of the Delta log are dropped once each."""
+    project = on_s3(make_project, s3_root, s3_spec)
+    rules = [FaultRule(path=r"/tables/(bronze|silver)/part-.*\.parquet", method="PUT", first=1),
+             FaultRule(path=r"/tables/(bronze|silver)/_delta_log/\d+\.json", method="PUT", status=500,
+                       first=1),
+             FaultRule(path=r"/_checkpoints/.*/(offsets|commits)/", method="PUT", first=1),
+             FaultRule(path=r"/_event_log/", method="PUT", first=1),
+             FaultRule(path=r"/_leases/", method="PUT", first=1),
+             FaultRule(path=r"/tables/bronze/_delta_log/\d+\.json", method="GET", status=None, reset=True,
+                       first=1)]
+    faults.set(rules)
+    messages: list[str] = []
+    outcomes = project.pipeline(spark).run("available_now", on_message=messages.append)
+    hits = faults.hits()
+    faults.clear()
+    assert [o.state for o in outcomes] == ["completed", "completed"]
+    assert all(hits), dict(zip([r.path for r in rules], hits, strict=True))  # every fault met the run
+    assert not [m for m in messages if "event log" in m], messages  # its events were retried in, too
+    assert_exact(project)
+    logged = project.layout.open_table(project.layout.event_log).to_pyarrow_table().to_pylist()
+    assert sum(r["input_rows"] for r in logged if r["flow"] == "bronze" and r["kind"] == "batch") == 120
+
+
+def test_a_fault_that_outlasts_the_retries_stops_the_run_in_one_line_and_a_rerun_is_exact(  # type: ignore[no-untyped-def]
+        spark, make_project, s3_root: str, s3_spec: S3Spec, faults: S3Faults) -> None:
+    project = on_s3(make_project, s3_root, s3_spec)
+    faults.set([FaultRule(path=r"/tables/silver/part-.*\.parquet", method="PUT", status=500)])
+    stopped = threading.Event()
+    with pytest.raises(FlowError) as failed:
+        project.pipeline(spark).start("available_now").finish(stopped)
+    assert faults.hits()[0] > 0
+    line = str(failed.value)
+    assert "\n" not in line and "'silver'" in line and "Status Code: 500" in line, line
+    faults.clear()
+    project.run(spark)
+    assert_exact(project)
