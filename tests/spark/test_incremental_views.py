@@ -164,12 +164,12 @@ def test_a_batch_run_again_after_its_state_moved_on_counts_each_value_once(
     real = getattr(MaterializedView, method)
     crashed: list[str] = []
 
-    def crash_before_the_view(self: Any, df: Any, *args: Any) -> None:
+    def crash_before_the_view(self: Any, df: Any, *args: Any, **kwargs: Any) -> None:
         if not crashed:  # the batch's totals computed (its state committed), then killed before the view's
             crashed.append(method)
             df.write.format("noop").mode("overwrite").save()
             raise RuntimeError("killed between the state's commit and the view's")
-        real(self, df, *args)
+        real(self, df, *args, **kwargs)
 
     monkeypatch.setattr(MaterializedView, method, crash_before_the_view)
     drop(project, "late", LATE)
