@@ -8,16 +8,19 @@ asserts that its faults fired, so none passes without meeting them.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from deltaflow.dev.s3_faults import FaultRule, S3Faults
-from deltaflow.errors import FlowError
+from deltaflow.errors import DeltaflowError, FlowError
 from deltaflow.spec import S3Spec
 from deltaflow.storage import StorageLayout
 from deltaflow.storage.lease import TableLeases
@@ -150,3 +153,72 @@ def test_a_fault_that_outlasts_the_retries_stops_the_run_in_one_line_and_a_rerun
     faults.clear()
     project.run(spark)
     assert_exact(project)
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A project whose storage folder is a 48 MiB tmpfs: a local disk that fills up (mounting needs root,
+    as in CI's container)."""
+    disk = tmp_path / "p" / "storage"
+    disk.mkdir(parents=True)
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=48m", "tmpfs", str(disk)],
+                             capture_output=True, text=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
+    try:
+        yield disk
+    finally:
+        subprocess.run(["umount", "-l", str(disk)], check=False)
+
+
+def fill(disk: Path) -> Path:
+    """Take every byte left on ``disk``; the file that holds them."""
+    filler = disk / f"filler-{time.monotonic_ns()}"
+    with filler.open("wb", buffering=0) as out, contextlib.suppress(OSError):
+        while True:
+            out.write(b"\0" * 2**16)
+    return filler
+
+
+def test_a_disk_that_fills_up_stops_the_run_in_one_line_and_a_rerun_is_exact(  # type: ignore[no-untyped-def]
+        spark, tmp_path: Path, small_disk: Path) -> None:
+    project = Project(tmp_path / "p", PIPELINE)
+    assert project.storage == small_disk
+
+    def drop(files: range) -> None:
+        for file in files:
+            project.drop(f"{file}.json", [{"id": f"e{file}-{i}", "n": i} for i in range(40)])
+
+    drop(range(3))
+    run = project.pipeline(spark).start("continuous")  # a run under way when the disk fills up
+    ended: list[BaseException] = []
+    waiter = threading.Thread(target=lambda: _finish(run, ended), daemon=True)
+    waiter.start()
+    bronze = Path(project.table("bronze")) / "_delta_log" / f"{1:020d}.json"
+    deadline = time.monotonic() + 120
+    while not bronze.exists():
+        assert time.monotonic() < deadline and waiter.is_alive(), "the run did not commit its first batch"
+        time.sleep(0.05)
+    filled = fill(small_disk)
+    drop(range(3, 6))
+    waiter.join(timeout=180)
+    assert not waiter.is_alive(), "the run went on with a full disk"
+    [error] = ended
+    line = str(error)
+    assert isinstance(error, DeltaflowError) and "\n" not in line, line
+    assert "No space left on device" in line, line
+
+    with pytest.raises(DeltaflowError, match=f"{small_disk}.*No space left on device"):  # before it writes
+        project.pipeline(spark).start("available_now")
+    filled.unlink()
+    project.run(spark)
+    expected = sorted(f"e{file}-{i}" for file in range(6) for i in range(40))
+    for table in ("bronze", "silver"):
+        assert sorted(r["id"] for r in project.rows(table)) == expected, table
+
+
+def _finish(run: Any, ended: list[BaseException]) -> None:
+    try:
+        run.finish(threading.Event())
+    except BaseException as exc:  # handed to the test's thread
+        ended.append(exc)

@@ -16,6 +16,7 @@ Example:
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import hashlib
 import os
@@ -26,7 +27,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
-from deltaflow.errors import ConfigError
+from deltaflow.errors import ConfigError, StorageError
 
 if TYPE_CHECKING:
     from deltaflow.spec import S3Spec
@@ -93,10 +94,16 @@ class LocalFileSystem:
 
     def write_text(self, path: str, text: str) -> None:  # noqa: D102
         target = Path(path)
-        target.parent.mkdir(parents=True, exist_ok=True)
         partial = target.with_name(f".{target.name}.{uuid.uuid4().hex}.tmp")
-        partial.write_text(text)
-        os.replace(partial, target)
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            partial.write_text(text)
+            os.replace(partial, target)
+        except OSError as exc:  # a full disk, a folder made read-only: one line, the file left as it was
+            partial.unlink(missing_ok=True)
+            full = exc.errno == errno.ENOSPC
+            raise StorageError(f"cannot write: {exc.strerror or exc}", location=path,
+                               hint="free space on that disk, then run again" if full else None) from exc
 
     def read_versioned(self, path: str) -> tuple[str, str] | None:  # noqa: D102
         text = self.read_text(path)

@@ -50,6 +50,10 @@ def this_machine() -> str:
         return ""
 
 
+#: The runs of this process that have ended: their holds are gone even if their release was not written.
+_ENDED_RUNS: set[str] = set()
+
+
 @dataclass(frozen=True)
 class Holder:
     """Who holds a table, and until when (seconds since the epoch; 0 once released)."""
@@ -62,9 +66,13 @@ class Holder:
     machine: str = ""  # see :func:`this_machine`
 
     def is_gone(self) -> bool:
-        """Whether the holder's process is known to be gone (on this machine, its pid has no process)."""
+        """Whether the holder is known to be gone (on this machine: its pid has no process, or it ended).
+
+        A run of this process that has ended is gone even if its release could not be written (a full disk).
+        """
         here = bool(self.machine) and self.machine == this_machine()
-        return here and not Path(f"/proc/{self.pid}").exists()
+        ended_here = self.pid == os.getpid() and self.run_id in _ENDED_RUNS
+        return here and (not Path(f"/proc/{self.pid}").exists() or ended_here)
 
     def describe(self) -> str:
         """``pipeline 'p' run r (pid 4242 on host)``."""
@@ -117,6 +125,7 @@ class TableLeases:
             LeaseError: One is held by another run that has not run out: nothing is taken.
 
         """
+        _ENDED_RUNS.discard(self.run_id)  # holding again
         try:
             for table in sorted(set(tables) - set(self.tokens)):
                 self._take(table)
@@ -183,6 +192,7 @@ class TableLeases:
 
     def release(self) -> None:
         """Give every held table back (a record that has run out), and stop renewing."""
+        _ENDED_RUNS.add(self.run_id)
         self._stop.set()
         if self._renewer is not None:
             self._renewer.join()
