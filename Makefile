@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 APT    := $(if $(filter 0,$(shell id -u)),,sudo) env DEBIAN_FRONTEND=noninteractive apt-get
 
-.PHONY: setup browser demo test test-fast test-long test-cluster soak lint typecheck bench clean
+.PHONY: setup browser demo test test-fast test-long test-cluster soak endurance lint typecheck bench clean
 
 setup: $(STAMP)
 	$(BIN)/deltaflow setup
@@ -45,6 +45,11 @@ test-cluster: setup  # only the examples on a standalone cluster (master + 2 wor
 SOAK_MINUTES ?= 30
 soak: setup  # clickstream + customers_cdc, continuous, SIGKILLs, upkeep; report in test-artifacts/soak.json
 	DELTAFLOW_SOAK_MINUTES=$(SOAK_MINUTES) $(BIN)/pytest -m soak -s $(PYTEST_ARGS)
+
+ENDURANCE_HOURS ?= 2
+endurance: setup  # clickstream, continuous, no kills; memory, batch durations, disk areas sampled; test-artifacts/endurance.{json,png}
+	$(BIN)/pip install -q -e '.[bench]'  # matplotlib, for the chart
+	DELTAFLOW_ENDURANCE_HOURS=$(ENDURANCE_HOURS) $(BIN)/pytest -m endurance -s $(PYTEST_ARGS)
 
 lint: setup
 	$(BIN)/ruff check src tests benchmarks examples

@@ -219,3 +219,22 @@ def test_backlog_measured_while_watching_wins_over_the_logged_one() -> None:
     assert series["bucket_seconds"] == [5.0]
     assert series["kafka_offsets_behind"] == [0, None, 0, None, 4_200, None, 0]
     assert series["input_rps"][:3] == [20.0, 0.0, 20.0] and series["processed_rps"][0] == 100.0
+
+
+def test_the_event_log_keeps_its_own_delta_log_short(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Weeks of appends (one a second) must not leave every commit file for each reader to replay."""
+    from deltaflow.dev.sample_log import write_batches
+    from deltaflow.runtime import event_log
+
+    monkeypatch.setattr(event_log, "LOG_RETENTION", "interval 0 seconds")  # production: an hour
+    (tmp_path / "deltaflow.yml").write_text("name: bench\nstorage: ./storage\nlibraries: [t/*.py]\n")
+    spec = load_spec(tmp_path / "deltaflow.yml")
+    layout = StorageLayout.of(spec)
+    write_batches(layout, batches=750, appends=250)
+    delta_log = Path(layout.event_log) / "_delta_log"
+    commits = sorted(delta_log.glob("*.json"))
+    assert (delta_log / "_last_checkpoint").exists() and list(delta_log.glob("*.checkpoint.parquet"))
+    assert len(commits) < 60, len(commits)  # 250 appends, their compactions, a checkpoint every 100
+    assert layout.open_table(layout.event_log).to_pyarrow_table().num_rows == 750
+    flows = {f["flow"]: f for f in Dashboard(spec, layout).state()["flows"]}
+    assert sum(f["last_batch"] + 1 for f in flows.values()) == 750

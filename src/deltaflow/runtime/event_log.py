@@ -33,6 +33,9 @@ FLUSH_SECONDS = 1.0
 REFRESH_KEY = "deltaflowRefresh"
 #: Appends between two compactions of the log's files (a reader then opens a few files, not thousands).
 COMPACT_EVERY = 100
+#: How long the event log's own Delta commit files are kept once checkpointed (its rows are kept for good).
+LOG_RETENTION = "interval 1 hour"
+_LOG_RETENTION_KEY = "delta.logRetentionDuration"
 
 
 @dataclass(frozen=True)
@@ -276,12 +279,21 @@ class EventLog:
 
 
     def _compact(self) -> None:
-        """Merge the log's small files, and delete the merged ones an hour later (readers may hold them)."""
+        """Merge the log's small files, and delete the merged ones an hour later (readers may hold them).
+
+        Its Delta log too: an append a second is 86,400 commit files a day, each read by every reader that
+        opens the table from its last checkpoint. So a checkpoint is written here, and commit files older
+        than :data:`LOG_RETENTION` (and before that checkpoint) are deleted.
+        """
         from deltalake import DeltaTable
 
         log = DeltaTable(self.path, storage_options=self.storage_options)
         log.optimize.compact()
         log.vacuum(retention_hours=1, enforce_retention_duration=False, dry_run=False)
+        if log.metadata().configuration.get(_LOG_RETENTION_KEY) != LOG_RETENTION:
+            log.alter.set_table_properties({_LOG_RETENTION_KEY: LOG_RETENTION})
+        log.create_checkpoint()
+        log.cleanup_metadata()
 
 
 def event_log_listener(log: EventLog, on_progress: Callable[[dict[str, Any]], None] | None = None,

@@ -1,0 +1,225 @@
+"""The endurance run: one continuous pipeline for ``$DELTAFLOW_ENDURANCE_HOURS`` (2) hours, no kills.
+
+``examples/clickstream`` runs as ``deltaflow run --continuous`` with automatic maintenance and short log
+and file retention (:data:`SPEC_EXTRA`), fed steadily at half the sustainable rate ``benchmarks/
+freshness.py`` measured on this machine (``$DELTAFLOW_ENDURANCE_RATE`` to choose). Every
+:data:`SAMPLE_SECONDS` it samples the driver's memory (the Python process, the Spark JVM and its heap), and
+the size and file count of every area on disk: checkpoints, state, the event log, each table's Delta log
+and data. At the end the run is stopped with SIGTERM, a drain run reads what is left, and:
+
+* every event is in bronze once and silver holds each event id once (nothing lost, nothing twice);
+* no flow failed;
+* after the first third (warm-up), memory, batch durations and every area but the tables' data stay flat
+  or bounded: the last third's highest value is at most :data:`GROWTH` times the middle third's (plus a
+  little slack). The tables' data grows with the input (reported per million events), and so do the event
+  log's rows, one per batch (reported per hour).
+
+The report is ``test-artifacts/endurance.json`` and ``endurance.png`` (with matplotlib, which ``make
+endurance`` installs).
+
+    make endurance                          # 2 hours; ENDURANCE_HOURS=0.25 for a short one
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from deltalake import DeltaTable
+
+from helpers import cli, cli_env
+
+HOURS = float(os.environ.get("DELTAFLOW_ENDURANCE_HOURS", "2"))
+pytestmark = [pytest.mark.endurance, pytest.mark.timeout(int(HOURS * 3600) + 1_800)]
+SAMPLE_SECONDS = max(10.0, HOURS * 3600 / 240)
+ROOT = Path(__file__).resolve().parents[2]
+ARTIFACTS = Path(os.environ.get("DELTAFLOW_TEST_ARTIFACTS", "test-artifacts"))
+#: Growth allowed from the middle third to the last: flat or bounded, not a leak or a pile-up.
+GROWTH = 1.25
+#: What bounds each area: maintenance compacts and vacuums, Delta keeps 30 minutes of log and of removed
+#: files, Spark keeps 100 batches of checkpoint (minBatchesToRetain), the event log an hour of its own log.
+SPEC_EXTRA = """
+maintenance:
+  optimize_every: 100
+  vacuum_every: 10 minutes
+table_properties:
+  delta.logRetentionDuration: interval 30 minutes
+  delta.deletedFileRetentionDuration: interval 30 minutes
+"""
+
+
+def rate() -> int:
+    """Events per second: ``$DELTAFLOW_ENDURANCE_RATE``, else half the measured sustainable rate."""
+    if given := os.environ.get("DELTAFLOW_ENDURANCE_RATE"):
+        return int(given)
+    measured = ROOT / "benchmarks" / "results" / "freshness.json"
+    if measured.is_file():
+        for figure in json.loads(measured.read_text())["figures"]:
+            if figure["what"].startswith("highest sustainable rate"):
+                return int(figure["deltaflow"][0] / 2)
+    return 2_000
+
+
+def memory_mib(pid: int) -> dict[str, float | None]:
+    """The Python driver's and its Spark JVM's resident memory, and the JVM's heap in use (jstat)."""
+    found: dict[str, float | None] = {"python_rss": None, "jvm_rss": None, "jvm_heap_used": None}
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            parent = int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            rss = [int(line.split()[1]) for line in (proc / "status").read_text().splitlines()
+                   if line.startswith("VmRSS")]
+        except (OSError, IndexError, ValueError):
+            continue
+        if int(proc.name) == pid:
+            found["python_rss"] = rss[0] / 1024 if rss else None
+        elif parent == pid and "java" in (proc / "comm").read_text():
+            found["jvm_rss"] = rss[0] / 1024 if rss else None
+            jstat = shutil.which("jstat") or str(Path(os.environ.get("JAVA_HOME", "/usr")) / "bin" / "jstat")
+            out = subprocess.run([jstat, "-gc", proc.name], capture_output=True, text=True).stdout.split()
+            if len(out) >= 2 and len(out) % 2 == 0:
+                columns = dict(zip(out[:len(out) // 2], out[len(out) // 2:], strict=True))
+                used = sum(float(columns.get(k, 0)) for k in ("S0U", "S1U", "EU", "OU"))
+                found["jvm_heap_used"] = used / 1024
+    return found
+
+
+def areas(storage: Path) -> dict[str, tuple[int, int]]:
+    """(bytes, files) of each area under ``storage``."""
+    def size(folder: Path, only: str = "**/*", skip: str | None = None) -> tuple[int, int]:
+        files = [f for f in folder.glob(only) if f.is_file() and (skip is None or skip not in f.parts)]
+        return sum(f.stat().st_size for f in files), len(files)
+
+    found = {"checkpoints": size(storage / "_checkpoints"),
+             "state": size(storage / "_checkpoints", "**/state/**/*"),
+             "event_log": size(storage / "_event_log", skip="_delta_log"),
+             "event_log/_delta_log": size(storage / "_event_log" / "_delta_log")}
+    for table in sorted(p for p in (storage / "tables").glob("*") if p.is_dir()):
+        found[f"{table.name}/_delta_log"] = size(table / "_delta_log")
+        found[f"{table.name} data"] = size(table, skip="_delta_log")
+    return found
+
+
+def bounded(series: list[float], slack: float) -> bool:
+    """Flat or bounded after warm-up: the last third's peak within GROWTH of the middle third's."""
+    third = len(series) // 3
+    if third < 2:
+        return True
+    middle, last = max(series[third:2 * third]), max(series[2 * third:])
+    return last <= middle * GROWTH + slack
+
+
+def test_endurance(spark, kafka_bootstrap: str, tmp_path: Path, capsys, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from deltaflow.dev.generator import EventGenerator
+    from deltaflow.dev.topics import create_topic
+
+    events_per_second = rate()
+    create_topic(kafka_bootstrap, "clicks", partitions=3)
+    project = tmp_path / "clickstream"
+    shutil.copytree(ROOT / "examples" / "clickstream", project)
+    with (project / "deltaflow.yml").open("a") as spec:
+        spec.write(SPEC_EXTRA)
+    storage = tmp_path / "storage"
+    env = {**cli_env(), "DELTAFLOW_KAFKA": kafka_bootstrap, "DELTAFLOW_STORAGE": str(storage),
+           "JDK_JAVA_OPTIONS": ""}  # the JVM as users run it, not the tests' short-run tuning
+    generator = EventGenerator(kafka_bootstrap, "clicks", rate=events_per_second, seed=9)
+    log = (tmp_path / "run.log").open("wb")
+    command = [sys.executable, "-m", "deltaflow", "run", "--continuous", "--quiet", "--spec", str(project)]
+    run = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    generator.start()
+    samples: list[dict[str, Any]] = []
+    start = time.monotonic()
+    while time.monotonic() - start < HOURS * 3600:
+        time.sleep(SAMPLE_SECONDS)
+        assert run.poll() is None, (tmp_path / "run.log").read_text()[-3000:]
+        samples.append({"t": round(time.monotonic() - start), **memory_mib(run.pid), **areas(storage),
+                        "produced": generator.produced})
+    generator.stop()
+    generator.join(60)
+    run.send_signal(signal.SIGTERM)
+    assert run.wait(300) == 0, (tmp_path / "run.log").read_text()[-3000:]
+    for name, value in env.items():
+        if name.startswith("DELTAFLOW_"):
+            monkeypatch.setenv(name, value)
+    drained = cli(capsys, "run", "--available-now", "--spec", str(project))
+    assert drained.returncode == 0, drained.stderr[-3000:]
+
+    bronze = DeltaTable(str(storage / "tables" / "bronze_clicks")).to_pyarrow_table(
+        columns=["partition", "offset"]).to_pylist()
+    silver = DeltaTable(str(storage / "tables" / "silver_clicks")).to_pyarrow_table(
+        columns=["event_id"]).column("event_id").to_pylist()
+    events = DeltaTable(str(storage / "_event_log")).to_pyarrow_table(
+        columns=["flow", "kind", "end_time", "duration_ms", "error"]).to_pylist()
+    first = min(e["end_time"] for e in events)
+    batches: dict[str, dict[int, list[int]]] = {}
+    for e in events:
+        if e["kind"] == "batch":
+            slot = int((e["end_time"] - first).total_seconds() // (SAMPLE_SECONDS * 10))
+            batches.setdefault(e["flow"], {}).setdefault(slot, []).append(e["duration_ms"])
+    durations = {flow: [statistics.median(v) for _, v in sorted(slots.items())]
+                 for flow, slots in batches.items()}
+    memory = ("python_rss", "jvm_rss", "jvm_heap_used")
+    disk = [k for k in samples[-1] if "/" in k or k in ("checkpoints", "state")]
+    verdict = {
+        **{m: bounded([s[m] for s in samples if s[m] is not None], slack=64) for m in memory},
+        **{d: bounded([s[d][0] for s in samples if d in s], slack=4 * 2**20) for d in disk},
+        **{f"{flow} batch ms": bounded(v, slack=500) for flow, v in durations.items()},
+    }
+    report = {
+        "hours": HOURS, "events_per_second": events_per_second, "sample_seconds": SAMPLE_SECONDS,
+        "spec_extra": SPEC_EXTRA.strip(), "produced": generator.produced, "bronze_rows": len(bronze),
+        "data_bytes_per_million_events": {
+            k: round(samples[-1][k][0] / max(1, samples[-1]["produced"]) * 1e6)
+            for k in samples[-1] if k.endswith(" data")},
+        "event_log_bytes_per_hour": round(samples[-1]["event_log"][0] / max(1, samples[-1]["t"]) * 3600),
+        "bounded_after_warm_up": verdict, "batch_ms_median_by_slot": durations, "samples": samples,
+        "failed_flows": [f"{e['flow']}: {e['error']}" for e in events if e["kind"] == "failed"],
+    }
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    (ARTIFACTS / "endurance.json").write_text(json.dumps(report, indent=1, default=str))
+    chart(report, ARTIFACTS / "endurance.png")
+    print(json.dumps({k: v for k, v in report.items() if k != "samples"}, indent=1, default=str))
+
+    assert not report["failed_flows"], report["failed_flows"]
+    assert len(bronze) == len({(r["partition"], r["offset"]) for r in bronze}) == generator.produced
+    assert len(silver) == len(set(silver))
+    assert all(verdict.values()), {k: v for k, v in verdict.items() if not v}
+
+
+def chart(report: dict[str, Any], path: Path) -> None:
+    """Memory, batch durations and the areas on disk over the run (skipped without matplotlib)."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return
+    samples = report["samples"]
+    minutes = [s["t"] / 60 for s in samples]
+    fig, (mem, dur, disk) = plt.subplots(3, 1, figsize=(10, 11))
+    for key in ("python_rss", "jvm_rss", "jvm_heap_used"):
+        mem.plot(minutes, [s[key] for s in samples], label=key)
+    mem.set(ylabel="MiB", title=f"{report['events_per_second']:,} events/s for {report['hours']} h")
+    for flow, values in report["batch_ms_median_by_slot"].items():
+        step = report["sample_seconds"] * 10 / 60
+        dur.plot([i * step for i in range(len(values))], values, label=flow)
+    dur.set(ylabel="batch ms (median)")
+    for key in samples[-1]:
+        if isinstance(samples[-1][key], list | tuple) and not key.endswith(" data"):
+            disk.plot(minutes, [s[key][0] / 2**20 if key in s else None for s in samples], label=key)
+    disk.set(ylabel="MiB on disk", xlabel="minutes")
+    for axis in (mem, dur, disk):
+        axis.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
