@@ -241,12 +241,20 @@ class MaterializedView:
         return self.refreshed.pop(batch_id, None)
 
     def _refreshed(self, session: SparkSession, batch_id: int | None, mode: str) -> None:
-        """Note the refresh batch ``batch_id`` wrote, with the rows its Delta commit says it wrote."""
+        """Note batch ``batch_id``'s refresh, with the rows its commit says (read as ``history`` does)."""
         if batch_id is None:
             return
+        from deltaflow.commands.history import log_history
+
         version = session.conf.get(LAST_COMMIT, None)
-        rows = None if version is None else written_rows(self.layout, self.path, int(version), self.app_id(),
-                                                         batch_id)
+        commits = [] if version is None else log_history(self.layout, self.path, int(version), {}, limit=1)
+        rows = None
+        if commits and (commits[0].flow, commits[0].generation, commits[0].batch_id) == (
+                self.flow.name, self.checkpoint.generation, batch_id):  # else Delta skipped it: a replay
+            commit = commits[0]
+            counts = (commit.rows_inserted, commit.rows_updated, commit.rows_deleted) \
+                if commit.operation == "MERGE" else (commit.rows_inserted,)  # a MERGE: the groups changed
+            rows = sum(n for n in counts if n is not None)
         self.refreshed[batch_id] = {"mode": mode, "rows_written": rows}
 
     def app_id(self) -> str:
@@ -254,24 +262,6 @@ class MaterializedView:
         if self._app_id is None:
             self._app_id = flow_app_id(self.layout, self.checkpoint)
         return self._app_id
-
-
-def written_rows(layout: StorageLayout, path: str, version: int, app_id: str, batch_id: int) -> int | None:
-    """Rows the commit ``version`` of ``path`` wrote, if it is batch ``batch_id``'s (else None: skipped).
-
-    A replace counts the rows it wrote; a MERGE the rows it inserted, updated or deleted (changed groups).
-    """
-    text = layout.fs.read_text(layout.commit_file_at(path, version)) or ""
-    actions = [json.loads(line) for line in text.splitlines() if line.strip()]
-    if not any(a.get("txn", {}).get("appId") == app_id and a["txn"].get("version") == batch_id
-               for a in actions):
-        return None
-    metrics = next((a["commitInfo"].get("operationMetrics") or {} for a in actions if "commitInfo" in a), {})
-    if "numOutputRows" in metrics and "numTargetRowsInserted" not in metrics:
-        return int(metrics["numOutputRows"])
-    merged = ("numTargetRowsInserted", "numTargetRowsUpdated", "numTargetRowsDeleted")
-    changed = [int(metrics[k]) for k in merged if k in metrics]
-    return sum(changed) if changed else None
 
 
 def outdated(resolver: Resolver, name: str) -> bool:
