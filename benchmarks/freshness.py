@@ -246,7 +246,7 @@ def run_cells(spark: Any, bootstrap: str, runs: Runs, base: float, args: argpars
               contestants: list[Contestant], exact: list[Contestant]) -> list[Cell]:
     """Every contestant at each rate, in an order rotating per rate."""
     fractions = [float(f) for f in args.fractions.split(",")]
-    plan: list[tuple[float, float | None]] = [(f, None) for f in fractions]
+    plan: list[tuple[float, float | None]] = [] if args.seed_only else [(f, None) for f in fractions]
     if args.seed_scale:  # at the rate nearest half the base rate, as the runs before 25 % was added
         plan.append((min(fractions, key=lambda f: abs(f - 0.5)), args.seed_scale))
     cells: list[Cell] = []
@@ -284,6 +284,9 @@ def main() -> None:
                         help="scale of the seed's 1 min / 5 min triggers for the extra cells (0: skip them)")
     parser.add_argument("--no-exact", action="store_true",
                         help="skip the hand-written jobs made exact (run by default at trigger 0)")
+    parser.add_argument("--seed-only", action="store_true",
+                        help="only the cells at the seed's triggers, for an A/B (not saved; give --rate "
+                        "to skip the base rate too)")
     parser.add_argument("--quick", action="store_true", help="smoke run: ~20 s cells, small backlog")
     args = parser.parse_args()
     if args.quick:
@@ -319,7 +322,10 @@ def main() -> None:
     print_report(cells, args)
     print(f"\ntotal time {time.monotonic() - began:.0f} s")
     sys.stdout.flush()
-    save_results(cells, rates, args)
+    if args.seed_only:
+        print("--seed-only: results not saved (the report's figures come from one whole run)")
+    else:
+        save_results(cells, rates, args)
 
 
 if __name__ == "__main__":
