@@ -50,8 +50,7 @@ def _writer(resolver: Resolver, flow: str) -> str:
     from deltaflow.sinks.carry import carrier_of
 
     if (carrier := carrier_of(resolver, flow)[0]) is not None:
-        return (f"written from {carrier}'s micro-batches (one query for both, no hop between; "
-                "apart on a paced trigger)")
+        return f"written from {carrier}'s micro-batches (one query for both, no hop between)"
     carried = sorted(f for f in resolver.flows if f != flow and carrier_of(resolver, f)[0] == flow)
     if carried:
         return f"one foreachBatch that also writes {', '.join(carried)}'s rows"

@@ -9,10 +9,8 @@ already ran apart stays apart.
 from __future__ import annotations
 
 import threading
-import time
 
 import pytest
-from deltalake.exceptions import TableNotFoundError
 
 from deltaflow.errors import ConfigError
 from deltaflow.pipeline import Pipeline
@@ -48,13 +46,6 @@ def events(tag: str, count: int, duplicate: bool = True) -> list[dict[str, objec
 
 def expected_silver(all_events: list[dict[str, object]]) -> list[str]:
     return sorted({str(e["id"]) for e in all_events if float(e["amount"]) > 0})  # type: ignore[arg-type]
-
-
-def rows_so_far(project: Project, table: str) -> list[dict[str, object]]:
-    try:
-        return project.rows(table)
-    except TableNotFoundError:  # before the flow's first commit
-        return []
 
 
 def run(spark, project: Project) -> Pipeline:  # type: ignore[no-untyped-def]
@@ -143,28 +134,3 @@ def test_flows_that_already_ran_apart_stay_apart(spark, make_project) -> None:  
     assert layout.position("silver", "silver").flow == "silver"
     silver = [r["id"] for r in project.rows("silver")]
     assert sorted(silver) == expected_silver(events("a", 6) + events("b", 6))
-
-
-def test_flows_on_a_paced_trigger_run_apart(spark, make_project) -> None:  # type: ignore[no-untyped-def]
-    project = make_project(PLAIN)
-    first = events("a", 10)
-    project.drop("1.json", first)
-    started = project.pipeline(spark).start("continuous", "1 second")
-    stop = threading.Event()
-    watcher = threading.Thread(target=lambda: started.finish(stop))
-    watcher.start()
-    try:
-        assert started.queries["silver"] is not started.queries["bronze"]  # a trigger interval: no carry
-        deadline = time.monotonic() + 120
-        while len(rows_so_far(project, "silver")) < len(expected_silver(first)):
-            assert time.monotonic() < deadline, "silver never got bronze's rows"
-            time.sleep(0.2)
-    finally:
-        stop.set()
-        watcher.join(timeout=120)
-    layout = project.layout
-    assert carried_flows(layout, layout.checkpoint("bronze", "bronze")) == []
-    assert layout.position("silver", "silver").flow == "silver"
-    assert len(project.rows("bronze")) == len(first)
-    silver = [r["id"] for r in project.rows("silver")]
-    assert sorted(silver) == expected_silver(first) and len(silver) == len(set(silver))

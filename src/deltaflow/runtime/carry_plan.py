@@ -8,9 +8,7 @@ A run decides once, before it starts a flow:
   offsets alone (:func:`~deltaflow.runtime.checkpoints.copy_own_sources`), and the tables of every flow it
   carried are fully refreshed, so that each runs alone from then on, its state rebuilt from its input;
 * a flow that qualifies, whose carrier's checkpoint and its own have no committed batch yet, becomes
-  carried (both records are written before the carrier's query starts), unless the two run on a paced
-  trigger (continuous, every N seconds): carrying buys freshness with CPU (the source read once per table,
-  the batch cached for the two writes), and a trigger interval says the time matters less than the cost.
+  carried (both records are written before the carrier's query starts).
 
 Example:
     >>> plan = plan_carries(resolver, layout, selected, set(), run.trigger_of)  # doctest: +SKIP
@@ -136,8 +134,7 @@ def plan_carries(resolver: ResolvedGraph, layout: StorageLayout, selected: Colle
         if flow.target not in selected or flow.target in refreshing or flow.name in plan.carried:
             continue
         upstream, _ = carrier_of(resolver, flow.name)
-        trigger = trigger_of(flow.name)
-        if upstream is None or trigger_of(upstream) != trigger or trigger.paced or upstream in plan.carried:
+        if upstream is None or trigger_of(upstream) != trigger_of(flow.name) or upstream in plan.carried:
             continue
         carrier = layout.checkpoint(graph.flows[upstream].target, upstream)
         if _fresh(layout, layout.checkpoint(flow.target, flow.name)) and _fresh(layout, carrier):

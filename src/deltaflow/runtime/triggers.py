@@ -33,12 +33,6 @@ class Trigger:
         """True for modes whose queries end once their work is done."""
         return self.mode != "continuous"
 
-    @property
-    def paced(self) -> bool:
-        """True for a continuous trigger with an interval: batches start on a clock, not at once."""
-        number = re.match(r"[\d.]+", self.interval)
-        return self.mode == "continuous" and not (number and float(number.group()) == 0)
-
     def apply(self, writer: DataStreamWriter) -> DataStreamWriter:
         """Set this trigger on a stream writer."""
         if self.mode == "available_now":
@@ -51,7 +45,10 @@ class Trigger:
         """A few words for progress output."""
         if self.mode != "continuous":
             return self.mode.replace("_", "-")
-        return f"continuous, every {self.interval}" if self.paced else "continuous, as fast as possible"
+        number = re.match(r"[\d.]+", self.interval)
+        if number and float(number.group()) == 0:
+            return "continuous, as fast as possible"
+        return f"continuous, every {self.interval}"
 
 
 def flow_triggers(spec: Spec, flows: Iterable[str], base: Trigger, mode_given: bool) -> dict[str, Trigger]:
