@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -118,6 +119,25 @@ def cli_env() -> dict[str, str]:
     # a driver's SparkConf takes the JVM's spark.* system properties
     env["JDK_JAVA_OPTIONS"] = " ".join([SHORT_RUN_JVM, *(f"-D{k}={v}" for k, v in TEST_SPARK_CONF.items())])
     return env
+
+
+# -- long runs' input rates ------------------------------------------------------------------------------
+
+#: What ``benchmarks/freshness.py`` measured on this machine (``make bench`` writes it).
+FRESHNESS_RESULTS = Path(__file__).resolve().parents[1] / "benchmarks" / "results" / "freshness.json"
+
+
+def sustainable_rate(default: int) -> tuple[int, str]:
+    """The clickstream pipeline's highest sustainable rate measured on this machine, and where it came from.
+
+    The freshness benchmark's figure (trigger 0, the whole pipeline keeping up); ``default`` when the
+    benchmark has not run here.
+    """
+    if FRESHNESS_RESULTS.is_file():
+        for figure in json.loads(FRESHNESS_RESULTS.read_text())["figures"]:
+            if figure["what"].startswith("highest sustainable rate"):
+                return int(figure["deltaflow"][0]), f"measured: {FRESHNESS_RESULTS.name}"
+    return default, "benchmarks/freshness.py has not run here: a default"
 
 
 # -- crashing `deltaflow run` subprocesses ---------------------------------------------------------------

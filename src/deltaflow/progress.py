@@ -21,7 +21,8 @@ from deltaflow.runtime.outcomes import BatchProgress
 def format_batch(batch: BatchProgress) -> str:
     """One batch as a line of text."""
     if batch.refresh is not None:
-        return (f"{batch.flow}  batch {batch.batch_id}  {batch.input_rows:,} new rows read  "
+        which = "at start" if batch.batch_id is None else f"batch {batch.batch_id}"
+        return (f"{batch.flow}  {which}  {batch.input_rows:,} new rows read  "
                 f"refreshed ({batch.refresh['mode']}): {written(batch.refresh)}  {batch.duration_ms:,} ms")
     return (f"{batch.flow}  batch {batch.batch_id}  +{batch.input_rows:,} rows  "
             f"in {batch.input_rows_per_second:,.0f}/s  processed {batch.processed_rows_per_second:,.0f}/s  "
@@ -79,7 +80,7 @@ class ProgressPrinter:
         for name, t in self.totals.items():
             rates = (f"in {t.last.input_rows_per_second:,.0f}/s processed "
                      f"{t.last.processed_rows_per_second:,.0f}/s") if t.last else ""
-            last_batch = t.last.batch_id if t.last else "-"
+            last_batch = t.last.batch_id if t.last and t.last.batch_id is not None else "-"
             parts.append(f"{name}: batch {last_batch}, {t.rows:,} rows, {rates}")
         elapsed = time.monotonic() - self.started
         body = " | ".join(parts) or "waiting for the first batch"

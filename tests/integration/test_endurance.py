@@ -36,7 +36,7 @@ from typing import Any
 import pytest
 from deltalake import DeltaTable
 
-from helpers import cli, cli_env
+from helpers import cli, cli_env, sustainable_rate
 
 HOURS = float(os.environ.get("DELTAFLOW_ENDURANCE_HOURS", "2"))
 pytestmark = [pytest.mark.endurance, pytest.mark.timeout(int(HOURS * 3600) + 1_800)]
@@ -57,16 +57,12 @@ table_properties:
 """
 
 
-def rate() -> int:
-    """Events per second: ``$DELTAFLOW_ENDURANCE_RATE``, else half the measured sustainable rate."""
+def rate() -> tuple[int, str]:
+    """Events per second and why: ``$DELTAFLOW_ENDURANCE_RATE``, else half the measured sustainable rate."""
     if given := os.environ.get("DELTAFLOW_ENDURANCE_RATE"):
-        return int(given)
-    measured = ROOT / "benchmarks" / "results" / "freshness.json"
-    if measured.is_file():
-        for figure in json.loads(measured.read_text())["figures"]:
-            if figure["what"].startswith("highest sustainable rate"):
-                return int(figure["deltaflow"][0] / 2)
-    return 2_000
+        return int(given), "DELTAFLOW_ENDURANCE_RATE"
+    sustainable, source = sustainable_rate(4_000)
+    return sustainable // 2, f"half the sustainable rate {sustainable:,} events/s, {source}"
 
 
 def memory_mib(pid: int) -> dict[str, float | None]:
@@ -123,7 +119,8 @@ def test_endurance(spark, kafka_bootstrap: str, tmp_path: Path, capsys, monkeypa
     from deltaflow.dev.generator import EventGenerator
     from deltaflow.dev.topics import create_topic
 
-    events_per_second = rate()
+    events_per_second, rate_source = rate()
+    print(f"endurance: {events_per_second:,} events/s ({rate_source})")
     create_topic(kafka_bootstrap, "clicks", partitions=3)
     project = tmp_path / "clickstream"
     shutil.copytree(ROOT / "examples" / "clickstream", project)
@@ -176,7 +173,8 @@ def test_endurance(spark, kafka_bootstrap: str, tmp_path: Path, capsys, monkeypa
         **{f"{flow} batch ms": bounded(v, slack=500) for flow, v in durations.items()},
     }
     report = {
-        "hours": HOURS, "events_per_second": events_per_second, "sample_seconds": SAMPLE_SECONDS,
+        "hours": HOURS, "events_per_second": events_per_second, "rate_source": rate_source,
+        "sample_seconds": SAMPLE_SECONDS,
         "spec_extra": SPEC_EXTRA.strip(), "produced": generator.produced, "bronze_rows": len(bronze),
         "data_bytes_per_million_events": {
             k: round(samples[-1][k][0] / max(1, samples[-1]["produced"]) * 1e6)

@@ -3,8 +3,10 @@
 Both pipelines run side by side on the session's broker, each a ``deltaflow run --continuous`` process
 with compaction and VACUUM underneath (``maintenance:``), customers_cdc's change-feed reader
 (``customers_audit``) among its flows, while generators feed them (``$DELTAFLOW_SOAK_CLICKS`` clicks/s,
-``$DELTAFLOW_SOAK_CHANGES`` customer changes/s). Every ``KILL_EVERY`` seconds one of them is SIGKILLed and
-started again. At the end both stop, a last available-now run drains what is left, and:
+by default a quarter of the clickstream's sustainable rate ``benchmarks/freshness.py`` measured on this
+machine, and a tenth of that in customer changes/s, ``$DELTAFLOW_SOAK_CHANGES``). Every ``KILL_EVERY``
+seconds one of them is SIGKILLed and started again. At the end both stop, a last available-now run drains
+what is left, and:
 
 * every click is in ``bronze_clicks`` once, and ``silver_clicks`` holds each event id once;
 * ``customers`` (SCD 1), ``customers_history`` (SCD 2) and the audit read from the change feed equal a
@@ -36,15 +38,18 @@ import pytest
 from deltalake import DeltaTable
 
 from cdc_model import replay, scd1, scd2
-from helpers import cli, cli_env, kill_group
+from helpers import cli, cli_env, kill_group, sustainable_rate
 
 MINUTES = float(os.environ.get("DELTAFLOW_SOAK_MINUTES", "30"))
 # pytest's default timeout (15 minutes) is shorter than the soak: give it its length and 20 minutes more
 pytestmark = [pytest.mark.soak, pytest.mark.timeout(int(MINUTES * 60) + 1_200)]
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
-CLICKS = int(os.environ.get("DELTAFLOW_SOAK_CLICKS", "2000"))
-CHANGES = int(os.environ.get("DELTAFLOW_SOAK_CHANGES", "200"))
+SUSTAINABLE, RATE_SOURCE = sustainable_rate(8_000)
+#: A quarter of what the clickstream pipeline sustains alone: the two pipelines share the cores, and each
+#: restart after a kill catches up on what arrived while it was down, at the same time as new input.
+CLICKS = int(os.environ.get("DELTAFLOW_SOAK_CLICKS", SUSTAINABLE // 4))
+CHANGES = int(os.environ.get("DELTAFLOW_SOAK_CHANGES", CLICKS // 10))
 KILL_EVERY = max(30.0, min(240.0, MINUTES * 60 / 8))
 ARTIFACTS = Path(os.environ.get("DELTAFLOW_TEST_ARTIFACTS", "test-artifacts"))
 COLUMNS = ["customer_id", "seq", "name", "email", "tier", "city"]
@@ -179,7 +184,9 @@ def test_soak(spark, kafka_bootstrap: str, tmp_path: Path, capsys, monkeypatch) 
     silver = table("c", "silver_clicks", ["event_id"])
     landed_changes = len(table("d", "bronze_customer_changes", ["offset"]))
     report = {
-        "minutes": MINUTES, "clicks_per_second": CLICKS, "changes_per_second": CHANGES, "kills": kills,
+        "minutes": MINUTES, "clicks_per_second": CLICKS, "changes_per_second": CHANGES,
+        "rate_source": f"a quarter of the sustainable rate {SUSTAINABLE:,} events/s, {RATE_SOURCE}",
+        "kills": kills,
         "produced": {"clicks": produced_clicks, "customer_changes": len(produced_log)},
         "landed": {"bronze_clicks": len(bronze), "silver_clicks": len(silver),
                    "bronze_customer_changes": landed_changes,

@@ -18,11 +18,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from deltalake.exceptions import TableNotFoundError
 
 from deltaflow.dev.s3_faults import FaultRule, S3Faults
-from deltaflow.errors import DeltaflowError, FlowError
+from deltaflow.errors import DeltaflowError, FlowError, StorageError
+from deltaflow.runtime import event_log
+from deltaflow.runtime.event_log import EventLog, end_event
 from deltaflow.spec import S3Spec
-from deltaflow.storage import StorageLayout
+from deltaflow.storage import StorageLayout, s3
 from deltaflow.storage.lease import TableLeases
 from helpers import Project
 
@@ -70,6 +73,25 @@ def test_a_lease_renewal_whose_answer_was_lost_still_holds_the_table(  # type: i
     leases.release()
 
 
+def test_a_lease_renewal_that_times_out_is_tried_again_and_holds_the_table(  # type: ignore[no-untyped-def]
+        faults: S3Faults, s3_root: str, s3_spec: S3Spec, monkeypatch) -> None:
+    """The store answers the first attempt after the client stopped waiting; the retry gets through."""
+    monkeypatch.setattr(s3, "READ_TIMEOUT_SECONDS", 1.0)
+    layout = StorageLayout(s3_root, s3_spec)
+    leases = TableLeases(layout, "p", "run-1", ttl_seconds=60)
+    leases.acquire(["silver"])
+    faults.set([FaultRule(path="/_leases/silver.json$", method="PUT", status=None, delay=3.0, first=1)])
+    began = time.monotonic()
+    leases.renew()
+    assert faults.hits() == [1] and time.monotonic() - began < 3.0  # not waiting for the late answer
+    assert leases.lost is None
+    time.sleep(max(0.0, began + 3.5 - time.monotonic()))  # what never happens cannot be awaited: the late
+    # first attempt lands by now, its condition stale, and must not have undone the renewal
+    holder = json.loads(layout.fs.read_text(layout.lease("silver")) or "{}")
+    assert holder["run_id"] == "run-1" and holder["expires"] == pytest.approx(leases.held_until)
+    leases.release()
+
+
 def test_renewals_that_keep_failing_stop_the_run_before_its_hold_runs_out(  # type: ignore[no-untyped-def]
         faults: S3Faults, s3_root: str, s3_spec: S3Spec) -> None:
     layout = StorageLayout(s3_root, s3_spec)
@@ -86,6 +108,47 @@ def test_renewals_that_keep_failing_stop_the_run_before_its_hold_runs_out(  # ty
     assert faults.hits()[0] >= 1
     faults.clear()
     leases.release()
+
+
+def test_event_log_appends_that_fail_or_lose_their_answer_are_written_once_later(  # type: ignore[no-untyped-def]
+        faults: S3Faults, s3_root: str, s3_spec: S3Spec) -> None:
+    """An append refused (past deltalake's own retries) is tried again with the next; one whose commit was
+    written and its answer lost is found by its transaction and not written twice."""
+    layout = StorageLayout(s3_root, s3_spec)
+    commits = r"/_event_log/_delta_log/\d+\.json$"
+    faults.set([FaultRule(path=commits, method="PUT", status=503, times=2)])
+    log = EventLog(layout.event_log, "p", storage_options=layout.storage_options)
+    log.add(end_event("p", log.run_id, "a", "completed", None))
+    await_hits(faults, [2])
+    log.add(end_event("p", log.run_id, "b", "completed", None))  # with a's, once the store answers
+    await_logged(layout, ["a", "b"])
+    faults.set([FaultRule(path=commits, method="PUT", status=None, answer_lost=True, times=1)])
+    log.add(end_event("p", log.run_id, "c", "completed", None))
+    await_hits(faults, [1])
+    log.add(end_event("p", log.run_id, "d", "completed", None))
+    assert log.close() is None and not log.unwritten
+    assert logged_flows(layout) == ["a", "b", "c", "d"]
+
+
+def logged_flows(layout: StorageLayout) -> list[str]:
+    try:
+        return sorted(r["flow"] for r in layout.open_table(layout.event_log).to_pyarrow_table().to_pylist())
+    except TableNotFoundError:
+        return []
+
+
+def await_logged(layout: StorageLayout, flows: list[str], timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while logged_flows(layout) != flows:
+        assert time.monotonic() < deadline, f"the event log holds {logged_flows(layout)}, not {flows}"
+        time.sleep(0.05)
+
+
+def await_hits(faults: S3Faults, hits: list[int], timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while faults.hits() != hits:
+        assert time.monotonic() < deadline, f"the faults fired {faults.hits()} times, not {hits}"
+        time.sleep(0.05)
 
 
 PIPELINE = """
@@ -150,6 +213,21 @@ def test_a_fault_that_outlasts_the_retries_stops_the_run_in_one_line_and_a_rerun
     assert faults.hits()[0] > 0
     line = str(failed.value)
     assert "\n" not in line and "'silver'" in line and "Status Code: 500" in line, line
+    faults.clear()
+    project.run(spark)
+    assert_exact(project)
+
+
+def test_an_event_log_that_stays_unwritable_stops_the_run_in_one_line_and_a_rerun_is_exact(  # type: ignore[no-untyped-def]
+        spark, make_project, s3_root: str, s3_spec: S3Spec, faults: S3Faults, monkeypatch) -> None:
+    monkeypatch.setattr(event_log, "PATIENCE_SECONDS", 2.0)
+    project = on_s3(make_project, s3_root, s3_spec)
+    faults.set([FaultRule(path=r"/_event_log/_delta_log/\d+\.json$", method="PUT", status=503)])
+    with pytest.raises(StorageError) as failed:
+        project.pipeline(spark).start("continuous").finish(threading.Event())
+    assert faults.hits()[0] > 0
+    line = str(failed.value)
+    assert "\n" not in line and "could not be written for" in line and "tables are not affected" in line, line
     faults.clear()
     project.run(spark)
     assert_exact(project)

@@ -388,3 +388,22 @@ def test_each_view_refresh_is_reported_by_the_run_status_and_metrics(  # type: i
                for s in family.samples}
     assert samples[("deltaflow_view_refreshes_total", "gold")] == 2
     assert samples[("deltaflow_view_rows_written_total", "gold")] == 4
+
+
+def test_a_view_without_pipeline_inputs_reports_its_refresh_at_each_run(  # type: ignore[no-untyped-def]
+        spark, make_project, capsys) -> None:
+    """Issue 40, problem 3: such a view is recomputed at the start of each run, outside any query."""
+    from helpers import cli
+
+    project = make_project('import deltaflow as dp\n\n@dp.materialized_view\ndef sizes():\n'
+                           '    return spark.range(3).withColumnRenamed("id", "size")\n')
+    spec = str(project.spec_path)
+    for _ in range(2):
+        ran = cli(capsys, "run", "--spec", spec)
+        assert ran.returncode == 0, ran.stderr
+        assert "sizes: completed, refreshed 1 time(s) this run, 3 rows written" in ran.stderr, ran.stderr
+    shown = cli(capsys, "status", "--json", "--spec", spec)
+    sizes = next(f for f in map(json.loads, shown.stdout.splitlines()) if f["flow"] == "sizes")
+    assert (sizes["refreshes"], sizes["rows_written"], sizes["last_refresh_mode"]) == (2, 6, "full")
+    assert sizes["last_batch_at"] is not None
+    assert sorted(r["size"] for r in project.rows("sizes")) == [0, 1, 2]

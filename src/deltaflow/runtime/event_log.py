@@ -1,13 +1,18 @@
 """The event log: one row per micro-batch of every flow, in a Delta table under the pipeline's storage.
 
-A listener (a Spark ``StreamingQueryListener``, :func:`event_log_listener`) turns each query progress into a
-:class:`BatchEvent`; a writer thread appends them with ``deltalake`` (no Spark job, so logging never
-competes with the flows), every second or so. The table is ``StorageLayout.event_log``
+A listener (a Spark ``StreamingQueryListener``, :mod:`deltaflow.runtime.listener`) turns each query
+progress into a :class:`BatchEvent`; a writer thread appends them with ``deltalake`` (no Spark job, so
+logging never competes with the flows), every second or so. The table is ``StorageLayout.event_log``
 (``<storage>/_event_log``): Spark, ``deltalake`` and ``deltaflow status`` read it.
+
+An append that fails (past ``deltalake``'s own retries) is tried again with the next one, events kept;
+each append carries the run's id and its number as a Delta transaction, so an append whose answer was
+lost is found in the log and not written twice. A log that stays unwritable for
+:data:`PATIENCE_SECONDS` stops the run (:attr:`EventLog.failing`).
 
 Example:
     >>> log = EventLog(layout.event_log, pipeline="clickstream")  # doctest: +SKIP
-    >>> spark.streams.addListener(event_log_listener(log))  # doctest: +SKIP
+    >>> log.add(end_event("clickstream", log.run_id, "bronze", "completed", None))  # doctest: +SKIP
     >>> log.close()  # doctest: +SKIP
 
 """
@@ -18,18 +23,23 @@ import json
 import queue
 import re
 import threading
+import time
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, fields, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
+
+from deltaflow.errors import first_line
 
 if TYPE_CHECKING:
     import pyarrow as pa
     from deltalake import DeltaTable
 
 FLUSH_SECONDS = 1.0
-#: Where a view's refresh is added to its driver query's progress (see :func:`event_log_listener`).
+#: How long the log may fail every append before the run stops (the tables are not affected).
+PATIENCE_SECONDS = 120.0
+#: Where a view's refresh is added to its driver query's progress (see :mod:`deltaflow.runtime.listener`).
 REFRESH_KEY = "deltaflowRefresh"
 #: Appends between two compactions of the log's files (a reader then opens a few files, not thousands).
 COMPACT_EVERY = 100
@@ -169,6 +179,22 @@ def with_input_rows(event: BatchEvent, rows: int) -> BatchEvent:
                    processed_rows_per_second=event.processed_rows_per_second * ratio)
 
 
+def refresh_event(pipeline: str, run_id: str, flow: str, refresh: Mapping[str, Any]) -> BatchEvent:
+    """The event of a view's refresh outside any query (a view without pipeline inputs, at each run's start).
+
+    ``refresh``: its mode, rows written, and when it ``began`` and ``ended`` (datetimes).
+    """
+    began, ended = refresh["began"], refresh["ended"]
+    return BatchEvent(
+        pipeline=pipeline, run_id=run_id, flow=flow, query_id="", kind="batch", batch_id=None,
+        start_time=began, end_time=ended, input_rows=0, input_rows_per_second=0.0,
+        processed_rows_per_second=0.0, duration_ms=int((ended - began).total_seconds() * 1000),
+        durations_ms="{}", sources="[]", delta_versions_behind=None, kafka_offsets_behind=None,
+        expectations=None, error=None,
+        refresh=json.dumps({k: refresh[k] for k in ("mode", "rows_written")}),
+    )
+
+
 def end_event(pipeline: str, run_id: str, flow: str, state: str, error: str | None) -> BatchEvent:
     """The event of a flow's end in a run: ``completed``, ``stopped`` or ``failed`` (with its error)."""
     now = datetime.now(UTC)
@@ -210,6 +236,9 @@ class EventLog:
         #: Carrier flow -> the flows its query also writes (:mod:`deltaflow.sinks.carry`): each batch of the
         #: carrier's query is logged for each of them too.
         self.carried: dict[str, tuple[str, ...]] = {}
+        self._retry: list[BatchEvent] = []  # the failed append, tried again as it was (it may have landed)
+        self._later: list[BatchEvent] = []  # events that came meanwhile, appended once it is through
+        self._failing_since: float | None = None  # monotonic time of the first of the failing appends
 
     def add(self, event: BatchEvent) -> None:
         """Queue ``event`` for the next append."""
@@ -229,10 +258,29 @@ class EventLog:
             return self._seen_changed.wait_for(
                 lambda: all(self._seen.get(q, -1) >= b for q, b in last.items()), timeout)
 
-    def close(self) -> None:
-        """Write what is queued and stop the writer thread."""
+    def close(self) -> str | None:
+        """Write what is queued and stop the writer thread; a warning if some events could not be written."""
         self._queue.put(None)
         self._thread.join(timeout=60)
+        if not self.unwritten:
+            return None
+        return (f"warning: the event log ({self.path}) missed {len(self.unwritten)} event(s): "
+                f"{first_line(self.error) if self.error else 'no answer'}; the tables are not affected; "
+                "status and ui miss them (a damaged log: move its folder away, the next run starts one)")
+
+    @property
+    def unwritten(self) -> list[BatchEvent]:
+        """The events not in the log yet because appends failed."""
+        return self._retry + self._later
+
+    @property
+    def failing(self) -> str | None:
+        """Why the run must stop: every append failed for :data:`PATIENCE_SECONDS` (None: the log is fine)."""
+        since = self._failing_since
+        if since is None or time.monotonic() - since < PATIENCE_SECONDS:
+            return None
+        return (f"the event log ({self.path}) could not be written for {time.monotonic() - since:.0f} s: "
+                f"{first_line(self.error) if self.error else 'no answer'}; the tables are not affected")
 
     def _write_loop(self) -> None:
         done = False
@@ -248,35 +296,57 @@ class EventLog:
                     item = self._queue.get_nowait()
             except queue.Empty:
                 pass
-            if events:
-                self._append(events)
+            if self._retry and self._append(self._retry):
+                self._retry = []
+            self._later += events
+            if not self._retry and self._later:
+                batch, self._later = self._later, []
+                self._retry = [] if self._append(batch) else batch
 
-    def _append(self, events: list[BatchEvent]) -> None:
+    def _append(self, events: list[BatchEvent]) -> bool:
+        """Append ``events`` as append number ``self._appends + 1`` of this run; False if it failed."""
         import pyarrow as pa
-        from deltalake import DeltaTable, write_deltalake
+        from deltalake import CommitProperties, Transaction, write_deltalake
 
+        number, app_id = self._appends + 1, f"deltaflow-event-log-{self.run_id}"
         try:
-            rows = [{**asdict(e), "trigger": self.trigger} for e in events]
-            for row in rows:
-                if row["kind"] == "batch":
-                    row["delta_versions_behind"] = delta_versions_behind(json.loads(row["sources"]),
-                                                                         self.storage_options, self._opened)
-            table = pa.Table.from_pylist(rows, schema=_schema())
-            log = self._opened.get(self.path)  # a path would be opened anew, its log read, every append
-            if log is not None:
-                log.update_incremental()
-            write_deltalake(self.path if log is None else log, table, mode="append",
-                            schema_mode="merge",  # the logs of older versions have fewer columns
-                            storage_options=self.storage_options if log is None else None)
-            if log is None:
-                self._opened[self.path] = DeltaTable(self.path, storage_options=self.storage_options)
-            self._appends += 1
-            if self._appends % COMPACT_EVERY == 0:
+            log = self._log()
+            if log is None or (log.transaction_version(app_id) or 0) < number:  # else its answer was lost
+                rows = [{**asdict(e), "trigger": self.trigger} for e in events]
+                for row in rows:
+                    if row["kind"] == "batch":
+                        row["delta_versions_behind"] = delta_versions_behind(
+                            json.loads(row["sources"]), self.storage_options, self._opened)
+                stamp = CommitProperties(app_transactions=[Transaction(app_id, number)])
+                table = pa.Table.from_pylist(rows, schema=_schema())
+                write_deltalake(self.path if log is None else log, table, mode="append",
+                                schema_mode="merge",  # the logs of older versions have fewer columns
+                                storage_options=self.storage_options if log is None else None,
+                                commit_properties=stamp)
+            self._appends, self._failing_since = number, None
+            if number % COMPACT_EVERY == 0:
                 self._compact()
-        except Exception as exc:  # the log must never stop a flow; the run reports it at the end
+            return True
+        except Exception as exc:  # the log must never stop a flow; a log failing for long stops the run
             self.error = exc
             self._opened.pop(self.path, None)
+            self._failing_since = self._failing_since or time.monotonic()
+            return False
 
+    def _log(self) -> DeltaTable | None:
+        """The log's table, up to date (None: not created yet); opened once, then read incrementally."""
+        from deltalake import DeltaTable
+        from deltalake.exceptions import TableNotFoundError
+
+        log = self._opened.get(self.path)
+        if log is not None:
+            log.update_incremental()
+            return log
+        try:
+            log = self._opened[self.path] = DeltaTable(self.path, storage_options=self.storage_options)
+        except TableNotFoundError:
+            return None
+        return log
 
     def _compact(self) -> None:
         """Merge the log's small files, and delete the merged ones an hour later (readers may hold them).
@@ -294,86 +364,3 @@ class EventLog:
             log.alter.set_table_properties({_LOG_RETENTION_KEY: LOG_RETENTION})
         log.create_checkpoint()
         log.cleanup_metadata()
-
-
-def event_log_listener(log: EventLog, on_progress: Callable[[dict[str, Any]], None] | None = None,
-                       on_terminated: Callable[[], None] | None = None,
-                       refresh_of: Callable[[str, int], dict[str, Any] | None] | None = None) -> Any:
-    """A Spark ``StreamingQueryListener`` sending every progress to ``log`` (and, parsed, to ``on_progress``).
-
-    Spark calls it on its listener thread: ``on_progress`` and ``on_terminated`` (a query ended) should only
-    hand over. Each progress crosses from the JVM as its JSON, in one call (:class:`_JsonEvents`).
-    ``refresh_of(flow, batch_id)``: what a materialized view's batch refreshed, added to its progress under
-    :data:`REFRESH_KEY` (Spark's progress counts the rows the view read, not those it wrote).
-    """
-    from pyspark import SparkContext
-    from pyspark.sql.streaming.listener import StreamingQueryListener
-
-    from deltaflow.sinks.carry import carried_rows
-
-    class EventLogListener(StreamingQueryListener):
-        def onQueryStarted(self, event: Any) -> None:
-            pass
-
-        def onQueryProgress(self, event: Any) -> None:
-            try:
-                progress = json.loads(event)
-                if refresh_of is not None and (refresh := refresh_of(progress.get("name") or "",
-                                                                     int(progress["batchId"]))):
-                    progress[REFRESH_KEY] = refresh
-                logged = batch_event(log.pipeline, log.run_id, progress)
-                carried = log.carried.get(logged.flow, ())
-                if (rows := carried_rows(progress)) is not None:  # one query, several flows
-                    logged = with_input_rows(logged, rows)
-                for flow in (logged.flow, *carried):
-                    log.add(replace(logged, flow=flow))
-                if on_progress is not None:
-                    on_progress(progress)
-            except Exception as exc:  # never let logging break the listener bus
-                log.error = exc
-
-        def onQueryIdle(self, event: Any) -> None:
-            pass
-
-        def onQueryTerminated(self, event: Any) -> None:
-            # How each flow ended (completed, stopped, failed) is logged by the run; see PipelineRun.
-            if on_terminated is not None:
-                on_terminated()
-
-        @property
-        def _jlistener(self) -> Any:  # what spark.streams.addListener registers in the JVM
-            if not hasattr(self, "_jsonlistener"):
-                jvm = SparkContext._jvm
-                assert jvm is not None
-                self._jsonlistener = jvm.PythonStreamingQueryListenerWrapper(_JsonEvents(self))
-            return self._jsonlistener
-
-    return EventLogListener()
-
-
-class _JsonEvents:
-    """Spark's listener interface for Python, handing each progress over as its JSON string.
-
-    PySpark's own adapter builds a Python object from a progress with one py4j call per field, source,
-    state operator and metric: in the clickstream pipeline at 5,000 events/s that was 1.5 CPU-seconds of
-    the JVM's listener bus and more of the driver's Python per 100,000 events, most of deltaflow's own
-    overhead (``benchmarks/profile_pipeline.py``). One call, ``progress().json()``, carries all of it.
-    """
-
-    def __init__(self, listener: Any) -> None:
-        self.listener = listener
-
-    def onQueryStarted(self, jevent: Any) -> None:
-        pass
-
-    def onQueryProgress(self, jevent: Any) -> None:
-        self.listener.onQueryProgress(jevent.progress().json())
-
-    def onQueryIdle(self, jevent: Any) -> None:
-        pass
-
-    def onQueryTerminated(self, jevent: Any) -> None:
-        self.listener.onQueryTerminated(None)
-
-    class Java:
-        implements = ["org.apache.spark.sql.streaming.PythonStreamingQueryListener"]  # noqa: RUF012

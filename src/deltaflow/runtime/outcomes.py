@@ -15,10 +15,10 @@ from typing import Any, Literal
 
 @dataclass(frozen=True)
 class BatchProgress:
-    """One committed micro-batch of one flow."""
+    """One committed micro-batch of one flow (``batch_id`` None: a view's refresh outside any query)."""
 
     flow: str
-    batch_id: int
+    batch_id: int | None
     input_rows: int
     input_rows_per_second: float
     processed_rows_per_second: float
@@ -43,6 +43,17 @@ class BatchProgress:
                    processed_rows_per_second=float(progress.get("processedRowsPerSecond") or 0.0) * ratio,
                    duration_ms=int((progress.get("durationMs") or {}).get("triggerExecution", 0)),
                    refresh=progress.get(REFRESH_KEY))
+
+    @classmethod
+    def of_refresh(cls, flow: str, duration_ms: int, refresh: Mapping[str, Any]) -> BatchProgress:
+        """A view's refresh outside any query (a view without pipeline inputs): no batch id, no rows read.
+
+        Example:
+            >>> BatchProgress.of_refresh("sizes", 120, {"mode": "full", "rows_written": 3}).refresh
+            {'mode': 'full', 'rows_written': 3}
+
+        """
+        return cls(flow, None, 0, 0.0, 0.0, duration_ms, {k: refresh[k] for k in ("mode", "rows_written")})
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ import threading
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from deltaflow.errors import FlowError, LeaseError, first_line
+from deltaflow.errors import FlowError, LeaseError, StorageError, first_line
 from deltaflow.resolve.resolver import Resolver
 from deltaflow.runtime.carry_plan import (
     CarryPlan,
@@ -34,7 +34,8 @@ from deltaflow.runtime.carry_plan import (
     recorded_carriers,
     separate,
 )
-from deltaflow.runtime.event_log import REFRESH_KEY, EventLog, end_event, event_log_listener
+from deltaflow.runtime.event_log import REFRESH_KEY, EventLog, end_event, refresh_event
+from deltaflow.runtime.listener import event_log_listener
 from deltaflow.runtime.maintenance import Maintainer
 from deltaflow.runtime.outcomes import BatchProgress, FlowOutcome, MessageCallback, ProgressCallback
 from deltaflow.runtime.refresh import FullRefresh, refresh_dataset
@@ -226,6 +227,11 @@ class PipelineRun:
             self.finished = {**self.finished, **failed}
             return
         if query is None:
+            if (view := self.writers.views.get(flow.name)) and view.standalone:  # refreshed outside a query
+                event = refresh_event(self.spec.name, self.event_log.run_id, flow.name, view.standalone)
+                self.event_log.add(event)
+                if self.on_batch is not None:
+                    self.on_batch(BatchProgress.of_refresh(event.flow, event.duration_ms, view.standalone))
             outcome = FlowOutcome(flow.name, str(flow.location), "completed")
             self.finished = {**self.finished, flow.name: outcome}
         else:
@@ -255,7 +261,14 @@ class PipelineRun:
                     self.on_batch(BatchProgress.of(name, progress))
 
     def wait(self, stop: threading.Event, grace_seconds: float = 120.0) -> list[FlowOutcome]:
-        """Watch the flows until all have ended or ``stop`` is set, then stop them between batches."""
+        """Watch the flows until all have ended or ``stop`` is set, then stop them between batches.
+
+        Raises:
+            LeaseError: Another run took this run's tables.
+            StorageError: The event log could not be written for ``event_log.PATIENCE_SECONDS``.
+
+        """
+        unlogged: str | None = None
         while True:
             self.poll_progress()
             self._restart_after_schema_changes(stop)
@@ -268,16 +281,20 @@ class PipelineRun:
                 break
             self._wake.wait(POLL_SECONDS)
             self._wake.clear()
-            if self.leases.lost or stop.is_set():
+            unlogged = self.event_log.failing  # read once: it may clear itself
+            if self.leases.lost or unlogged or stop.is_set():
                 self.stop(grace_seconds)
                 break
         self.maintainer.close(cancel=stop.is_set())
-        outcomes = self.outcomes(stopped=stop.is_set())
+        outcomes = self.outcomes(stopped=stop.is_set() or bool(unlogged))
         self._close_event_log(outcomes)
         self.poll_progress()  # the last batches, which the event log has waited for
         self.leases.release()
         if self.leases.lost:
             raise LeaseError(self.leases.lost, hint="this run stopped; start it again once the other ends")
+        if unlogged:
+            raise StorageError(unlogged, hint="this run stopped between batches; start it again once the "
+                               "storage answers")
         return outcomes
 
     def _restart_after_schema_changes(self, stop: threading.Event) -> None:
@@ -341,11 +358,8 @@ class PipelineRun:
         self.spark.streams.removeListener(self._listener)
         for outcome in outcomes:
             self._log_end(outcome)
-        self.event_log.close()
-        if self.event_log.error is not None:
-            self.on_message(f"warning: the event log ({self.event_log.path}) missed events: "
-                            f"{first_line(self.event_log.error)}; the tables are not affected; status and "
-                            "ui miss this run (a damaged log: move its folder away, the next run starts one)")
+        if (warning := self.event_log.close()) is not None:
+            self.on_message(warning)
 
     def stop(self, grace_seconds: float = 120.0) -> None:
         """Stop every query between batches (see :func:`~deltaflow.runtime.stopping.stop_between_batches`)."""

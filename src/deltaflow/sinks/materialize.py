@@ -26,8 +26,10 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from deltaflow.commands.history import log_history
 from deltaflow.errors import SinkError
 from deltaflow.faults import crash_point
 from deltaflow.runtime.checkpoints import unfinished_batch
@@ -78,6 +80,7 @@ class MaterializedView:
         self.layout = self.resolver.context.layout
         self.path = self.layout.table(self.name)
         self.refreshed: dict[int, dict[str, Any]] = {}  # batch id -> its refresh, till the event log takes it
+        self.standalone: dict[str, Any] | None = None  # the refresh at start of a view without inputs
         self._app_id: str | None = None
         # whether a batch replaces the whole view: None not known yet, True while what that reads is small,
         # False once it is not (tables only grow) or when the view records a change feed
@@ -97,9 +100,17 @@ class MaterializedView:
         self.write(self.resolver.rebuild(self.flow, spark=spark), batch_id)
 
     def start(self, trigger: Trigger) -> StreamingQuery | None:
-        """Start the driver query; without pipeline inputs, refresh once now and return None."""
+        """Start the driver query; without pipeline inputs, refresh once now and return None.
+
+        That refresh is in :attr:`standalone` (mode, rows written, its start and end) for the event log.
+        """
         if not self.inputs:
+            began = datetime.now(UTC)
             self.refresh_all()
+            latest = self.layout.open_table(self.path).version()  # the view's only writer is this flow
+            commit = log_history(self.layout, self.path, latest, {}, limit=1)
+            self.standalone = {"mode": "full", "rows_written": commit[0].rows_inserted if commit else None,
+                               "began": began, "ended": datetime.now(UTC)}
             return None
         writer = (self._driver().writeStream.queryName(self.name).foreachBatch(self._each_batch)
                   .option("checkpointLocation", self.checkpoint.path))
@@ -244,8 +255,6 @@ class MaterializedView:
         """Note batch ``batch_id``'s refresh, with the rows its commit says (read as ``history`` does)."""
         if batch_id is None:
             return
-        from deltaflow.commands.history import log_history
-
         version = session.conf.get(LAST_COMMIT, None)
         commits = [] if version is None else log_history(self.layout, self.path, int(version), {}, limit=1)
         rows = None

@@ -76,6 +76,10 @@ def delta_options(s3: S3Spec | None) -> dict[str, str]:
     return options
 
 
+#: How long deltaflow's own S3 calls (records, leases) wait for an answer before they try again.
+READ_TIMEOUT_SECONDS = 20.0
+
+
 def _client(s3: S3Spec | None) -> Any:
     # botocore's own client (what boto3.client returns): boto3 would import s3transfer too, which the JVM-free
     # reads (status, history) pay on every start and never use
@@ -83,7 +87,8 @@ def _client(s3: S3Spec | None) -> Any:
     from botocore.session import get_session
 
     s3 = s3 or _default_spec()
-    config = Config(connect_timeout=3, read_timeout=20, retries={"max_attempts": 3, "mode": "standard"},
+    config = Config(connect_timeout=3, read_timeout=READ_TIMEOUT_SECONDS,
+                    retries={"max_attempts": 3, "mode": "standard"},
                     s3={"addressing_style": "path" if s3.path_style else "auto"})
     return get_session().create_client("s3", endpoint_url=s3.endpoint, region_name=s3.region, config=config,
                                        aws_access_key_id=s3.access_key, aws_secret_access_key=s3.secret_key)
