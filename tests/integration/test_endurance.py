@@ -22,6 +22,7 @@ endurance`` installs).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -93,8 +94,13 @@ def memory_mib(pid: int) -> dict[str, float | None]:
 def areas(storage: Path) -> dict[str, tuple[int, int]]:
     """(bytes, files) of each area under ``storage``."""
     def size(folder: Path, only: str = "**/*", skip: str | None = None) -> tuple[int, int]:
-        files = [f for f in folder.glob(only) if f.is_file() and (skip is None or skip not in f.parts)]
-        return sum(f.stat().st_size for f in files), len(files)
+        sizes = []
+        for f in folder.glob(only):
+            if skip is None or skip not in f.parts:
+                with contextlib.suppress(FileNotFoundError):  # a temporary file, gone since the listing
+                    if f.is_file():
+                        sizes.append(f.stat().st_size)
+        return sum(sizes), len(sizes)
 
     found = {"checkpoints": size(storage / "_checkpoints"),
              "state": size(storage / "_checkpoints", "**/state/**/*"),
