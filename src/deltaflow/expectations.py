@@ -1,6 +1,7 @@
 """Expectations: data quality rules on a flow's rows, with what to do with the rows that fail them.
 
-Stack them on a dataset function, in either order with ``@dp.table``::
+Stack them on a dataset function, in either order with ``@dp.table`` (or with Spark Declarative
+Pipelines' ``@dp.table`` from ``pyspark.pipelines``)::
 
     @dp.table
     @dp.expect("has_user", "user_id IS NOT NULL")                 # keep the row, count the failure
@@ -68,6 +69,14 @@ def _stack(action: Action, rules: Mapping[str, str]) -> Callable[[F], F]:
             raise GraphError(f"expectation '{name}' needs a SQL condition, e.g. \"amount > 0\"")
 
     def decorate(func: F) -> F:
+        if func is None:  # stacked above a decorator that returns None: Spark Declarative Pipelines' own
+            from deltaflow.registry import active_graph
+
+            flows = list(active_graph("an expectation above an SDP decorator").flows.values())
+            if not flows:
+                raise GraphError("an expectation must decorate a dataset function")
+            decorate(flows[-1].func)
+            return func
         known = expectations_of(func)
         for name in rules:
             if any(e.name == name for e in known):

@@ -156,6 +156,9 @@ class PipelineGraph:
 
     datasets: dict[str, Dataset] = field(default_factory=dict)
     flows: dict[str, Flow] = field(default_factory=dict)
+    #: What runs differently from how the definitions ask (``file:line: ...``): an SDP argument with no
+    #: meaning here, say. Shown by ``run`` and ``graph``.
+    notes: list[str] = field(default_factory=list)
 
     def add_dataset(self, dataset: Dataset) -> None:
         """Register ``dataset``; a second definition of the same name is an error naming both places."""

@@ -1,7 +1,9 @@
 """Load a pipeline's definition files (the spec's ``libraries`` globs) into a :class:`PipelineGraph`.
 
-Files run in a fresh namespace where ``spark`` is the active pipeline's SparkSession (looked up when used,
-so importing a file never starts Spark) and ``dp`` is :mod:`deltaflow`.
+Python files run in a fresh namespace where ``spark`` is the active pipeline's SparkSession (looked up when
+used, so importing a file never starts Spark) and ``dp`` is :mod:`deltaflow`; files written for Spark
+Declarative Pipelines (``from pyspark import pipelines as dp``) register through :mod:`deltaflow.sdp`.
+SQL files hold one dataset or flow per statement (:mod:`deltaflow.sdp.sql`).
 
 Example:
     >>> graph = load_graph(load_spec())  # doctest: +SKIP
@@ -35,9 +37,10 @@ def definition_files(spec: Spec) -> list[Path]:
     """
     files: list[Path] = []
     for pattern in spec.libraries:
-        matched = sorted(p for p in spec.root.glob(pattern) if p.is_file() and p.suffix == ".py")
+        matched = sorted(p for p in spec.root.glob(pattern) if p.is_file() and p.suffix in (".py", ".sql")
+                         and "__pycache__" not in p.parts)
         if not matched:
-            raise GraphError(f"libraries entry '{pattern}' matches no .py file under {spec.root}",
+            raise GraphError(f"libraries entry '{pattern}' matches no .py or .sql file under {spec.root}",
                              location=str(spec.path))
         files.extend(p for p in matched if p not in files)
     return files
@@ -90,10 +93,15 @@ def _needs_spark(exc: BaseException | None) -> bool:
 
 def _load(spec: Spec) -> PipelineGraph:
     import deltaflow
+    from deltaflow.sdp.registry import sdp_registration
+    from deltaflow.sdp.sql_flows import register_sql_file
 
-    graph = PipelineGraph()
-    with registering(graph):
+    graph = PipelineGraph(notes=spec.notes)
+    with registering(graph), sdp_registration(graph):  # 'from pyspark import pipelines as dp' too
         for file in definition_files(spec):
+            if file.suffix == ".sql":
+                register_sql_file(graph, file.read_text(), file)
+                continue
             try:
                 runpy.run_path(str(file), init_globals={"spark": SparkProxy(), "dp": deltaflow},
                                run_name=f"deltaflow_definitions.{file.stem}")

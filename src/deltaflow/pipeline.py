@@ -73,6 +73,7 @@ class Pipeline:
         self._graph: PipelineGraph | None = None
         self._storage_checked = False
         self._keys_given = False  # the spec's s3 keys, given to a session started elsewhere
+        self._parameters_set = False  # the spec's parameters, set as Spark confs of the session
         self.small_run = False  # the run reads little: its JVM compiles for a quick start (see run)
 
     @classmethod
@@ -127,6 +128,10 @@ class Pipeline:
 
             use_storage_keys(self._spark, self.spec)
             self._keys_given = True
+        if not self._parameters_set:  # definitions written for SDP read them with spark.conf.get
+            for key, value in self.spec.parameters.items():
+                self._spark.conf.set(key, value)
+            self._parameters_set = True
         return self._spark
 
     @property

@@ -58,7 +58,14 @@ def active_graph(what: str) -> PipelineGraph:
     return graph
 
 
-def _relative(file: str, line: int) -> SourceLocation:
+def relative_location(file: str, line: int) -> SourceLocation:
+    """``file:line``, the file relative to the working folder when it lies inside it.
+
+    Example:
+        >>> str(relative_location("/elsewhere/defs.py", 3))
+        '/elsewhere/defs.py:3'
+
+    """
     with suppress(ValueError):
         file = str(Path(file).resolve().relative_to(Path.cwd()))
     return SourceLocation(file, line)
@@ -78,7 +85,7 @@ def source_location(func: Callable[..., Any]) -> SourceLocation:
     except (OSError, TypeError):
         code = getattr(func, "__code__", None)
         file, line = (code.co_filename, code.co_firstlineno) if code else ("<unknown>", 0)
-    return _relative(file, line)
+    return relative_location(file, line)
 
 
 def caller_location() -> SourceLocation:
@@ -90,4 +97,4 @@ def caller_location() -> SourceLocation:
 
     """
     frame = inspect.stack()[2]
-    return _relative(frame.filename, frame.lineno)
+    return relative_location(frame.filename, frame.lineno)

@@ -48,8 +48,10 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
 
 from deltaflow.errors import ConfigError
+from deltaflow.sdp.spec import SDP_SPEC_NAMES, sdp_keys
 
-SPEC_NAMES = ("deltaflow.yml", "deltaflow.yaml")
+#: The spec's file names, looked for in this order (Spark Declarative Pipelines' last: deltaflow.sdp.spec).
+SPEC_NAMES = ("deltaflow.yml", "deltaflow.yaml", *SDP_SPEC_NAMES)
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 _INTERVAL = re.compile(r"^\s*\d+(\.\d+)?\s*(ms|millisecond|second|minute|hour)s?\s*$", re.IGNORECASE)
 REDACTED = "***"
@@ -173,6 +175,7 @@ class Spec(_Strict):
     _path: Path | None = PrivateAttr(default=None)
     _secrets: frozenset[str] = PrivateAttr(default=frozenset())
     _unset: dict[str, str] = PrivateAttr(default_factory=dict)
+    _notes: list[str] = PrivateAttr(default_factory=list)
 
     @field_validator("configuration", "table_properties", mode="before")
     @classmethod
@@ -224,6 +227,11 @@ class Spec(_Strict):
             if field == section or field.startswith(f"{section}."):
                 return f"environment variable {var} is not set ({field})"
         return None
+
+    @property
+    def notes(self) -> list[str]:
+        """What deltaflow does differently from what the spec asks (SDP's catalog, say)."""
+        return list(self._notes)
 
     @property
     def kafka_to_read(self) -> KafkaSpec | None:
@@ -332,6 +340,7 @@ def parse_spec(text: str, path: Path, env: dict[str, str] | None = None, reading
     secrets: set[str] = set()
     unset: dict[str, str] | None = {} if reading else None
     data = substitute_env(raw, path, dict(os.environ) if env is None else env, secrets, unset=unset)
+    data, notes = sdp_keys(data, str(path))
     for field, var in (unset or {}).items():
         if field.split(".")[0] in READ_NEEDS:
             raise ConfigError(f"environment variable {var} is not set", location=f"{path}: {field}")
@@ -346,6 +355,7 @@ def parse_spec(text: str, path: Path, env: dict[str, str] | None = None, reading
     spec._path = path.resolve()
     spec._secrets = frozenset(secrets)
     spec._unset = dict(unset or {})
+    spec._notes = notes
     return spec
 
 

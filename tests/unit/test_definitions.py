@@ -72,7 +72,7 @@ def test_a_failing_definition_file_names_its_line(tmp_path: Path) -> None:
 def test_libraries_glob_that_matches_nothing(tmp_path: Path) -> None:
     spec_file = tmp_path / "deltaflow.yml"
     spec_file.write_text("name: p\nstorage: s\nlibraries: [transfromations/*.py]\n")
-    with pytest.raises(GraphError, match=r"'transfromations/\*\.py' matches no \.py file"):
+    with pytest.raises(GraphError, match=r"'transfromations/\*\.py' matches no \.py or \.sql file"):
         Pipeline(parse_spec(spec_file.read_text(), spec_file, env={})).graph  # noqa: B018
 
 

@@ -57,3 +57,8 @@ def warn(message: str) -> None:
     resolver = _RESOLVER.peek()
     if resolver is not None:
         resolver.warn(message)
+
+
+def building() -> bool:
+    """True inside a dataset function run by deltaflow (a resolver is at work)."""
+    return _RESOLVER.peek() is not None

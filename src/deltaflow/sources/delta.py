@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from deltaflow.context import current
 from deltaflow.errors import GraphError
-from deltaflow.resolve.state import active_resolver
+from deltaflow.resolve.state import active_resolver, building
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -152,16 +152,29 @@ class PipelineReader:
         return call
 
 
+def _sql(query: str, args: Any = None, **kwargs: Any) -> DataFrame:
+    if args is not None or kwargs:  # a parameterised query: Spark's own
+        return current().spark.sql(query, args, **kwargs)
+    from deltaflow.sources.sql import pipeline_sql
+
+    return pipeline_sql(query)
+
+
 class SparkProxy:
     """``spark`` as definition files see it: the active pipeline's SparkSession, looked up on use.
 
-    ``spark.read`` and ``spark.readStream`` resolve ``.table(name)`` to the pipeline's datasets.
+    ``spark.read`` and ``spark.readStream`` resolve ``.table(name)`` to the pipeline's datasets, and so do
+    ``spark.table(name)`` and the tables of a ``spark.sql(query)`` run inside a dataset function.
     """
 
     def __getattr__(self, name: str) -> Any:
         spark = current().spark
         if name in ("read", "readStream"):
             return PipelineReader(getattr(spark, name), streaming=name == "readStream")
+        if name == "table":
+            return PipelineReader(spark.read, streaming=False).table
+        if name == "sql" and building():
+            return _sql
         return getattr(spark, name)
 
     def __repr__(self) -> str:

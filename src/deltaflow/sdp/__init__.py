@@ -1,0 +1,1 @@
+"""Spark Declarative Pipelines projects under deltaflow: their spec, decorators and SQL files."""

@@ -1,0 +1,74 @@
+"""A SQL definition file's statements as deltaflow datasets and flows (see :mod:`deltaflow.sdp.sql`).
+
+Each query runs through :func:`deltaflow.sources.sql.pipeline_sql` when its flow is built, so it reads
+the pipeline's datasets by name; a dataset's constraints become its flow's expectations (``EXPECT``
+counts, ``DROP ROW`` drops, ``FAIL UPDATE`` stops the flow).
+
+Example:
+    >>> sql = Path("transformations/gold.sql").read_text()  # doctest: +SKIP
+    >>> register_sql_file(graph, sql, Path("transformations/gold.sql"))  # doctest: +SKIP
+
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from deltaflow.expectations import expect, expect_or_drop, expect_or_fail
+from deltaflow.graph import Dataset, Flow, PipelineGraph
+from deltaflow.registry import relative_location
+from deltaflow.sdp.sql import SqlDefinition, parse_sql
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+_CONSTRAINT = {"warn": expect, "drop": expect_or_drop, "fail": expect_or_fail}
+
+
+def register_sql_file(graph: PipelineGraph, text: str, path: Path) -> None:
+    """Register every statement of SQL ``text`` (read from ``path``) into ``graph``.
+
+    Raises:
+        GraphError: A statement it does not understand, naming the file and line.
+
+    """
+    file = str(relative_location(str(path), 0)).rsplit(":", 1)[0]
+    for definition in parse_sql(text, file):
+        where = relative_location(str(path), definition.line)
+        if definition.kind == "set":
+            graph.notes.append(f"{where}: SET {definition.name}: every flow runs in the pipeline's one "
+                               "session; set it under configuration in the spec")
+            continue
+        if definition.kind != "flow":
+            graph.add_dataset(Dataset(
+                name=definition.name, kind=definition.kind, location=where, comment=definition.comment,
+                partition_cols=definition.partition_cols, table_properties=definition.table_properties,
+                schema=definition.columns if definition.kind == "table" else None))
+            if definition.using not in (None, "delta"):
+                graph.notes.append(f"{where}: '{definition.name}' is stored as a Delta table, not "
+                                   f"{definition.using}")
+            if definition.cluster_by:
+                graph.notes.append(f"{where}: CLUSTER BY of '{definition.name}': not applied; deltaflow "
+                                   f"clusters with maintenance.zorder: {{{definition.name}: "
+                                   f"[{', '.join(definition.cluster_by)}]}}")
+        if definition.query is None:
+            continue  # a streaming table that flows fill
+        func = _query(definition, file)
+        for constraint in definition.constraints:
+            func = _CONSTRAINT[constraint.action](constraint.name, constraint.condition)(func)
+        target = definition.target or definition.name
+        graph.add_flow(Flow(name=definition.name, target=target, func=func, location=where))
+
+
+def _query(definition: SqlDefinition, file: str) -> Callable[[], DataFrame]:
+    query, line = definition.query or "", definition.query_line
+
+    def run_query() -> DataFrame:
+        from deltaflow.sources.sql import pipeline_sql
+
+        return pipeline_sql(query, file, line)
+
+    run_query.__name__ = definition.name
+    return run_query
