@@ -152,8 +152,7 @@ class DeclarativePipelines(Contestant):
     name = "Spark Declarative Pipelines"
 
     def __init__(self, root: Path) -> None:
-        from deltaflow.runtime.jars import jars
-        from deltaflow.runtime.session import default_conf
+        from deltaflow.dev.spark_pipelines import spark_pipelines_env
 
         super().__init__(root, root / "landing")
         project = root / "project"
@@ -162,30 +161,17 @@ class DeclarativePipelines(Contestant):
             f"name: orders\nstorage: file://{root / 'storage'}\nlibraries:\n  - glob:\n"
             "      include: transformations/**\n")
         (project / "transformations" / "orders.py").write_text(SDP_PYTHON.format(landing=str(self.landing)))
-        conf = {key: value for key, value in default_conf().items()
-                if key not in ("spark.master", "spark.jars", "spark.driver.extraJavaOptions")
-                and "logStore" not in key}
-        conf.update({
-            "spark.app.name": "orders (SDP)",
-            "spark.sql.sources.default": "delta",  # SDP creates its tables in the default format
-            "spark.sql.warehouse.dir": str(root / "warehouse"),
-            "spark.sql.catalogImplementation": "hive",
-            "spark.hadoop.javax.jdo.option.ConnectionURL": f"jdbc:derby:;databaseName={root / 'metastore'};"
-                                                           "create=true",
-        })
-        (root / "conf").mkdir()
-        (root / "conf" / "spark-defaults.conf").write_text("".join(f"{k} {v}\n" for k, v in conf.items()))
-        self.env = {**os.environ, "SPARK_CONF_DIR": str(root / "conf"),
-                    "SPARK_DIST_CLASSPATH": os.pathsep.join(str(j) for j in jars("spark")),
-                    "SPARK_DRIVER_MEMORY": conf["spark.driver.memory"], "PYSPARK_PYTHON": sys.executable,
-                    "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+        self.env = spark_pipelines_env(root, app="orders (SDP)")
 
     def command(self) -> tuple[list[str], dict[str, str]]:
-        cli = Path(sys.executable).parent / "spark-pipelines"
-        return [str(cli), "run", "--spec", str(self.root / "project" / "spark-pipeline.yml")], self.env
+        from deltaflow.dev.spark_pipelines import spark_pipelines_command
+
+        return spark_pipelines_command(self.root / "project" / "spark-pipeline.yml"), self.env
 
     def table(self, name: str) -> str:
-        return str(self.root / "warehouse" / name)
+        from deltaflow.dev.spark_pipelines import spark_pipelines_table
+
+        return spark_pipelines_table(self.root, name)
 
 
 def last_commit_ms(table: str, since_ms: float) -> float | None:

@@ -185,6 +185,8 @@ def run(
                    full_refresh_all=full_refresh_all)
     say(f"deltaflow: pipeline '{pipeline.name}', {len(pipeline.graph.flows)} flow(s), "
          f"{pipeline.trigger(mode, interval).describe()}, storage {pipeline.layout.root}", err)
+    for note in pipeline.graph.notes:
+        say(f"note: {note}", err)
     printer = ProgressPrinter(console=err, quiet=quiet)
     server = start_ui(pipeline, port=ui_port) if ui else None
     try:
@@ -205,6 +207,8 @@ def _analyse(spec: Path | None, form: str) -> None:
     resolver = load(spec).dry_run()
     for warning in resolver.warnings:
         say(f"warning: {warning}", err)
+    for note in resolver.graph.notes:
+        say(f"note: {note}", err)
     say(FORMATS[form](resolver))
     if form == "text":
         stored = sum(1 for d in resolver.graph.datasets.values() if d.stored)

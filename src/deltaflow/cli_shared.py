@@ -15,8 +15,9 @@ if TYPE_CHECKING:
 out = Console(highlight=False)
 err = Console(stderr=True, highlight=False)
 
-SpecOption = Annotated[Path | None, typer.Option("--spec", help="deltaflow.yml, or a folder holding one "
-                                                 "(default: the nearest one from the current folder up).")]
+SpecOption = Annotated[Path | None, typer.Option("--spec", help="deltaflow.yml (or an SDP "
+                                                 "spark-pipeline.yml), or a folder holding one (default: the "
+                                                 "nearest one from the current folder up).")]
 JsonOption = Annotated[bool, typer.Option("--json", help="JSON instead of a table.")]
 UiPortOption = Annotated[int | None, typer.Option("--port", help="The dashboard's port (default 8787; 0: any "
                                                   "free one).")]

@@ -270,7 +270,7 @@ def find_spec(given: Path | None = None, start: Path | None = None) -> Path:
             for name in SPEC_NAMES:
                 if (given / name).is_file():
                     return given / name
-            raise ConfigError(f"no {SPEC_NAMES[0]} in folder {given}")
+            raise ConfigError(f"no {SPEC_NAMES[0]} (or {SPEC_NAMES[2]}) in folder {given}")
         if not given.is_file():
             raise ConfigError(f"spec file {given} does not exist")
         return given
@@ -280,7 +280,8 @@ def find_spec(given: Path | None = None, start: Path | None = None) -> Path:
             if (folder / name).is_file():
                 return folder / name
     raise ConfigError(
-        f"no {SPEC_NAMES[0]} in {here} or any parent folder", hint="pass --spec PATH or cd into a pipeline"
+        f"no {SPEC_NAMES[0]} (or {SPEC_NAMES[2]}) in {here} or any parent folder",
+        hint="pass --spec PATH or cd into a pipeline"
     )
 
 

@@ -82,7 +82,7 @@ def test_find_spec_walks_up_from_a_subfolder(tmp_path: Path) -> None:
     sub.mkdir(parents=True)
     assert find_spec(start=sub) == tmp_path / "deltaflow.yml"
     assert load_spec(tmp_path).name == "p"
-    with pytest.raises(ConfigError, match=r"no deltaflow\.yml in folder"):
+    with pytest.raises(ConfigError, match=r"no deltaflow\.yml \(or spark-pipeline\.yml\) in folder"):
         find_spec(tmp_path / "transformations")
 
 

@@ -1,0 +1,195 @@
+"""Spark Declarative Pipelines projects run unchanged under deltaflow (issue 41), and take deltaflow's extras.
+
+* the project ``spark-pipelines init`` writes runs under ``deltaflow run --spec <dir>`` and its tables equal
+  those SDP itself writes (``spark-pipelines run``, in a JVM of its own: the claim is about SDP);
+* ``examples/sdp_orders`` (a bronze streaming table over a JSON folder, silver and gold materialized views,
+  one SQL file) runs unchanged, dry-run and graph included, its gold equal to the orders computed here;
+* one ``@deltaflow.expect_or_quarantine`` line above the SDP table quarantines the bad orders, and a
+  continuous trigger in the spec runs bronze continuously;
+* a SQL file's constraints drop, count, or fail, as declarative pipelines' SQL says.
+
+Tables are read back with ``deltalake``.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import shutil
+import threading
+import time
+from collections import defaultdict
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from deltalake import DeltaTable
+
+from deltaflow.dev.sample_data import order_events, write_json_lines
+from deltaflow.dev.spark_pipelines import run_spark_pipelines, spark_pipelines_table
+from deltaflow.pipeline import Pipeline
+from helpers import cli
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "sdp_orders"
+
+
+def rows(table: str, order_by: str) -> list[dict[str, Any]]:
+    return sorted(DeltaTable(table).to_pyarrow_table().to_pylist(), key=lambda r: r[order_by])
+
+
+def with_spec(root: Path, spec: str) -> Path:
+    (root / "spark-pipeline.yml").write_text(spec)
+    return root
+
+
+def sdp_orders(tmp_path: Path, extra: str = "") -> tuple[Path, Path]:
+    """A copy of ``examples/sdp_orders`` with absolute storage and landing paths; its landing folder."""
+    project = tmp_path / "sdp_orders"
+    shutil.copytree(EXAMPLE, project)
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    with_spec(project, f"name: sdp_orders\nstorage: file://{tmp_path / 'storage'}\nconfiguration:\n"
+              f"  orders.landing: {landing}\nlibraries:\n  - glob:\n      include: transformations/**\n"
+              f"{extra}")
+    return project, landing
+
+
+def drop(landing: Path, name: str, seed: int, count: int = 300) -> list[dict[str, Any]]:
+    orders = order_events(random.Random(seed), datetime(2026, 11, 26, tzinfo=UTC), count, invalid_share=0.1)
+    write_json_lines(landing, name, orders)
+    return orders
+
+
+def expected_sales(orders: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Gold, computed here: each valid order once, counted and summed per category."""
+    valid = {o["order_id"]: o for o in orders if o["order_id"] is not None and o["amount"] > 0}
+    sales: dict[str, list[float]] = defaultdict(list)
+    for order in valid.values():
+        sales[order["product_category"]].append(order["amount"])
+    return sorted(({"product_category": c, "order_count": len(a), "revenue": round(sum(a), 2)}
+                   for c, a in sales.items()), key=lambda r: r["product_category"])
+
+
+def test_the_project_spark_pipelines_init_writes_runs_unchanged_with_sdps_tables(  # type: ignore[no-untyped-def]
+        spark, tmp_path: Path, capsys, monkeypatch) -> None:
+    from pyspark.pipelines.init_cli import init
+
+    monkeypatch.chdir(tmp_path)
+    init("hello")
+    project = tmp_path / "hello"
+    theirs = tmp_path / "sdp" / "hello"
+    shutil.copytree(project, theirs)  # SDP on its own copy and storage: the same files, run by each
+    spec = (theirs / "spark-pipeline.yml").read_text()
+    (theirs / "spark-pipeline.yml").write_text(spec.replace(str(project), str(theirs)))
+
+    ran = cli(capsys, "run", "--spec", str(project))
+    assert ran.returncode == 0, ran.stderr
+    assert "note:" not in ran.stderr, ran.stderr  # nothing in it runs differently
+    done = run_spark_pipelines(theirs / "spark-pipeline.yml", tmp_path / "sdp")
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+
+    layout = Pipeline.load(project).layout
+    for name in ("example_python_materialized_view", "example_sql_materialized_view"):
+        ours = rows(layout.table(name), "id")
+        assert ours and ours == rows(spark_pipelines_table(tmp_path / "sdp", name), "id"), name
+
+
+def test_an_orders_pipeline_written_for_sdp_runs_unchanged(spark, tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    project, landing = sdp_orders(tmp_path)
+    orders = drop(landing, "1.json", seed=1)
+    for verb in ("dry-run", "graph"):
+        shown = cli(capsys, verb, "--spec", str(project))
+        assert shown.returncode == 0, shown.stderr
+        assert "sales_by_category" in shown.stdout and "orders_bronze" in shown.stdout, shown.stdout
+    ran = cli(capsys, "run", "--spec", str(project))
+    assert ran.returncode == 0, ran.stderr
+    layout = Pipeline.load(project).layout
+    assert len(rows(layout.table("orders_bronze"), "order_timestamp")) == len(orders)
+    assert rows(layout.table("sales_by_category"), "product_category") == expected_sales(orders)
+
+    more = drop(landing, "2.json", seed=2)
+    assert cli(capsys, "run", "--spec", str(project)).returncode == 0
+    assert len(rows(layout.table("orders_bronze"), "order_timestamp")) == len(orders) + len(more)
+    assert rows(layout.table("sales_by_category"), "product_category") == expected_sales(orders + more)
+
+
+def test_deltaflows_expectation_and_a_continuous_trigger_added_to_an_sdp_project(  # type: ignore[no-untyped-def]
+        spark, tmp_path: Path, capsys) -> None:
+    continuous = "trigger:\n  flows:\n    orders_bronze: {mode: continuous}\n"  # a deltaflow key
+    project, landing = sdp_orders(tmp_path, extra=continuous)
+    bronze = project / "transformations" / "orders_bronze.py"
+    code = bronze.read_text().replace("from pyspark import pipelines as dp\n",
+                                      "from pyspark import pipelines as dp\n\nimport deltaflow\n")
+    bronze.write_text(code.replace('@dp.table(comment=', '@deltaflow.expect_or_quarantine("valid", '
+                                   '"order_id IS NOT NULL AND amount > 0")\n@dp.table(comment='))
+    orders = drop(landing, "1.json", seed=3)
+    good = [o for o in orders if o["order_id"] is not None and o["amount"] > 0]
+
+    pipeline = Pipeline.load(project, spark=spark)
+    run = pipeline.start()
+    assert run.trigger_of("orders_bronze").mode == "continuous"
+    stop = threading.Event()
+    watcher = threading.Thread(target=lambda: run.finish(stop))
+    watcher.start()
+    try:
+        deadline = time.monotonic() + 120
+        while not pipeline.layout.fs.exists(pipeline.layout.delta_log("orders_bronze_quarantine")) or len(
+                rows(pipeline.layout.table("orders_bronze"), "order_timestamp")) < len(good):
+            assert watcher.is_alive() and time.monotonic() < deadline, "bronze did not take in the orders"
+            time.sleep(0.2)
+        assert run.queries["orders_bronze"].isActive  # continuous: still running once it caught up
+    finally:
+        stop.set()
+        watcher.join(timeout=120)
+    layout = pipeline.layout
+    assert len(rows(layout.table("orders_bronze"), "order_timestamp")) == len(good)
+    assert DeltaTable(layout.table("orders_bronze_quarantine")).to_pyarrow_table().num_rows == len(
+        orders) - len(good)
+
+
+RAW_PY = """\
+from pyspark import pipelines as dp
+
+@dp.table
+def raw():
+    return spark.readStream.format("json").schema(
+        "order_id STRING, amount DOUBLE").load(spark.conf.get("orders.landing"))
+"""
+CONSTRAINTS_SQL = """\
+CREATE STREAMING TABLE checked (
+  CONSTRAINT has_id EXPECT (order_id IS NOT NULL) ON VIOLATION DROP ROW,
+  CONSTRAINT positive EXPECT (amount > 0)
+) AS SELECT * FROM STREAM(raw);
+"""
+
+
+def test_sql_constraints_drop_and_count_rows_as_declarative_pipelines_sql_says(  # type: ignore[no-untyped-def]
+        spark, tmp_path: Path, capsys) -> None:
+    project, landing = sdp_orders(tmp_path)
+    for old in (project / "transformations").iterdir():
+        old.unlink()
+    (project / "transformations" / "raw.py").write_text(RAW_PY)
+    (project / "transformations" / "checked.sql").write_text(CONSTRAINTS_SQL)
+    orders = drop(landing, "1.json", seed=4)
+    ran = cli(capsys, "run", "--spec", str(project))
+    assert ran.returncode == 0, ran.stderr
+    layout = Pipeline.load(project).layout
+    kept = DeltaTable(layout.table("checked")).to_pyarrow_table().to_pylist()
+    assert sorted(r["order_id"] for r in kept) == sorted(o["order_id"] for o in orders if o["order_id"])
+    shown = cli(capsys, "status", "--json", "--spec", str(project))
+    checked = next(f for f in map(json.loads, shown.stdout.splitlines()) if f["flow"] == "checked")
+    assert checked["dropped_rows"] == sum(1 for o in orders if o["order_id"] is None) > 0
+
+
+@pytest.mark.parametrize("broken", ["SELECT order_id FROM orders_bronze WHERE",
+                                    "SELECT nope FROM orders_bronze"])
+def test_a_sql_query_spark_refuses_is_one_line_at_its_file_and_line(  # type: ignore[no-untyped-def]
+        spark, tmp_path: Path, capsys, broken: str) -> None:
+    project, _ = sdp_orders(tmp_path)
+    (project / "transformations" / "sales.sql").write_text(
+        "-- gold\nCREATE MATERIALIZED VIEW sales_by_category AS\n" + broken)
+    shown = cli(capsys, "dry-run", "--spec", str(project))
+    assert shown.returncode != 0
+    line = shown.stderr.strip().splitlines()[-1]
+    assert "sales.sql:3" in line and "DF-GRAPH" in line, shown.stderr
