@@ -42,10 +42,14 @@ def pipeline_sql(query: str, where: str | None = None, first_line: int = 1) -> D
 
     """
     from pyspark.errors import AnalysisException, ParseException
+    from pyspark.logger import PySparkLogger
 
     spark = current().spark
     resolver = active_resolver()
     views: dict[str, bool] = {}  # dataset -> read as a stream
+    # PySpark logs every failed query whole (with its Java stack) to stderr: here a failure is expected
+    quiet = PySparkLogger.getLogger("SQLQueryContextLogger")
+    was_disabled, quiet.disabled = quiet.disabled, True
     try:
         while True:
             try:
@@ -59,6 +63,7 @@ def pipeline_sql(query: str, where: str | None = None, first_line: int = 1) -> D
                 views[name] = name in views  # asked for again: Spark wants it as a stream
                 resolver.read(name, streaming=views[name]).createOrReplaceTempView(name)
     finally:
+        quiet.disabled = was_disabled
         for name in views:
             spark.catalog.dropTempView(name)
 
