@@ -45,7 +45,10 @@ def register_sql_file(graph: PipelineGraph, text: str, path: Path) -> None:
             graph.add_dataset(Dataset(
                 name=definition.name, kind=definition.kind, location=where, comment=definition.comment,
                 partition_cols=definition.partition_cols, table_properties=definition.table_properties,
-                schema=definition.columns if definition.kind == "table" else None))
+                schema=definition.columns if definition.kind != "temporary_view" else None))
+            if definition.kind == "temporary_view" and definition.columns:
+                graph.notes.append(f"{where}: the column list of temporary view '{definition.name}' is not "
+                                   "applied; name the columns in its query")
             if definition.using not in (None, "delta"):
                 graph.notes.append(f"{where}: '{definition.name}' is stored as a Delta table, not "
                                    f"{definition.using}")
