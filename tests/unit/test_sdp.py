@@ -25,7 +25,7 @@ CREATE OR REFRESH STREAMING TABLE orders_silver (
 AS SELECT order_id, customer, amount FROM STREAM(orders_bronze);
 
 CREATE MATERIALIZED VIEW sales_by_customer
-  PARTITIONED BY (customer) CLUSTER BY (customer)
+  USING parquet PARTITIONED BY (customer) CLUSTER BY (customer)
 AS SELECT customer, sum(amount) AS total FROM orders_silver GROUP BY customer;
 
 CREATE STREAMING TABLE all_orders;
@@ -58,11 +58,17 @@ dp.create_streaming_table("customers", schema="customer STRING, tier STRING")
 dp.create_auto_cdc_flow(target="customers", source="orders_bronze", keys=["customer"], sequence_by="ts",
                         apply_as_deletes="op = 'DELETE'", except_column_list=["op"])
 dp.create_sink("export", "delta", {"path": "/tmp/export"})
+dp.create_sink("alerts", "kafka", {"kafka.bootstrap.servers": "127.0.0.1:9092", "topic": "alerts"})
 
 
 @dp.append_flow(target="export")
 def to_export():
     return spark.readStream.table("orders_silver")
+
+
+@dp.append_flow(target="alerts")
+def to_alerts():
+    return spark.readStream.table("orders_silver").selectExpr("to_json(struct(*)) AS value")
 """
 
 
@@ -141,7 +147,7 @@ def test_sdp_definitions_and_sql_files_load_into_deltaflows_graph(tmp_path: Path
     graph = Pipeline(load_spec(sdp_project(tmp_path), env={})).graph
     kinds = {name: d.kind for name, d in graph.datasets.items()}
     assert kinds == {"orders_bronze": "table", "top_customers": "materialized_view",
-                     "recent": "temporary_view", "customers": "table", "export": "sink",
+                     "recent": "temporary_view", "customers": "table", "export": "sink", "alerts": "sink",
                      "orders_silver": "table", "sales_by_customer": "materialized_view",
                      "all_orders": "table"}
     bronze = graph.datasets["orders_bronze"]
@@ -167,6 +173,8 @@ def test_sdp_definitions_and_sql_files_load_into_deltaflows_graph(tmp_path: Path
                      "orders.py:11: 'top_customers' is stored as a Delta table, not parquet",
                      "orders.py:11: spark_conf of flow 'top_customers' (spark.sql.ansi.enabled)",
                      "orders.sql:9: CLUSTER BY of 'sales_by_customer': not applied",
+                     "orders.sql:9: 'sales_by_customer' is stored as a Delta table, not parquet",
+                     "orders.py:25: sink 'alerts' (kafka): each batch is written once per attempt",
                      "orders.sql:15: SET spark.sql.shuffle.partitions"):
         assert expected in notes, notes
 
