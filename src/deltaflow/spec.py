@@ -42,135 +42,57 @@ import difflib
 import os
 import re
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
+from pydantic import BaseModel, Field, PrivateAttr, ValidationError, field_validator
 
 from deltaflow.errors import ConfigError
 from deltaflow.sdp.spec import SDP_SPEC_NAMES, sdp_keys
+from deltaflow.spec_sections import (
+    FlowTriggerSpec,
+    KafkaSpec,
+    LeaseSpec,
+    MaintenanceSpec,
+    S3Spec,
+    Strict,
+    TriggerMode,
+    TriggerSpec,
+)
+
+__all__ = ["FlowTriggerSpec", "KafkaSpec", "LeaseSpec", "MaintenanceSpec", "S3Spec", "Spec", "TriggerMode",
+           "TriggerSpec", "find_spec", "load_spec", "parse_spec"]
 
 #: The spec's file names, looked for in this order (Spark Declarative Pipelines' last: deltaflow.sdp.spec).
 SPEC_NAMES = ("deltaflow.yml", "deltaflow.yaml", *SDP_SPEC_NAMES)
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
-_INTERVAL = re.compile(r"^\s*\d+(\.\d+)?\s*(ms|millisecond|second|minute|hour)s?\s*$", re.IGNORECASE)
 REDACTED = "***"
 _ALWAYS_SECRET = frozenset({"s3.access_key", "s3.secret_key"})
 
-TriggerMode = Literal["available_now", "continuous", "once"]
 
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class KafkaSpec(_Strict):
-    """Where the Kafka brokers are and how to reach them.
-
-    ``options`` are Kafka client properties (``security.protocol``, ``sasl.mechanism``...) passed to every
-    Kafka source, prefixed with ``kafka.``.
-    """
-
-    bootstrap_servers: str = "127.0.0.1:19092"
-    options: dict[str, str] = Field(default_factory=dict)
-
-
-def _check_interval(value: str | None) -> str | None:
-    if value is not None and not _INTERVAL.match(value):
-        raise ValueError(f"'{value}' is not a duration like '10 seconds' or '500 ms'")
-    return value.strip() if value is not None else None
-
-
-class FlowTriggerSpec(_Strict):
-    """One flow's trigger, overriding the pipeline's: either field may be left out."""
-
-    mode: TriggerMode | None = None
-    interval: str | None = None
-
-    _interval_is_duration = field_validator("interval")(_check_interval)
-
-
-class TriggerSpec(_Strict):
-    """How often flows run: ``available_now`` (process what is there, exit), ``continuous`` or ``once``.
-
-    ``interval`` applies to ``continuous``: a processing-time interval such as ``"10 seconds"``;
-    ``"0 seconds"`` (the default) starts the next batch as soon as the previous one ends. ``flows``
-    overrides either for single flows, e.g. ``flows: {gold_daily_sales: {interval: 5 minutes}}``.
-    """
-
-    mode: TriggerMode = "available_now"
-    interval: str = "0 seconds"
-    flows: dict[str, FlowTriggerSpec] = Field(default_factory=dict)
-
-    _interval_is_duration = field_validator("interval")(_check_interval)
-
-
-def _check_duration(value: str | None) -> str | None:
-    if value is not None:
-        from deltaflow.durations import parse_duration
-
-        try:
-            parse_duration(value)
-        except ConfigError as exc:
-            raise ValueError(exc.message) from None
-    return value
-
-
-class MaintenanceSpec(_Strict):
-    """The table upkeep a run carries out itself, beside its flows (all off by default).
-
-    ``optimize_every`` compacts a table once this many micro-batches have been written to it;
-    ``optimize_interval`` compacts, that often, every table written since its last compaction. ``zorder``
-    names the columns each table's compactions (and ``deltaflow optimize``) cluster by. ``vacuum_every``
-    runs the stream-aware VACUUM of every table that often, keeping each table's own
-    ``delta.deletedFileRetentionDuration``. Delta's own auto-compaction after each write is a table
-    property: ``table_properties: {delta.autoOptimize.autoCompact: "true"}``.
-    """
-
-    optimize_every: int = Field(default=0, ge=0)
-    optimize_interval: str | None = None
-    zorder: dict[str, list[str]] = Field(default_factory=dict)
-    vacuum_every: str | None = None
-
-    _durations = field_validator("optimize_interval", "vacuum_every")(_check_duration)
-
-
-class S3Spec(_Strict):
-    """How to reach S3 or an S3-compatible server for ``storage: s3a://bucket/prefix``.
-
-    Each key reaches Spark (``spark.hadoop.fs.s3a.*``) and the JVM-free readers alike. Leave out the keys
-    for AWS's defaults (its endpoint, the default credential chain); ``access_key`` and ``secret_key`` are
-    never printed.
-    """
-
-    endpoint: str | None = None
-    region: str = "us-east-1"
-    access_key: str | None = None
-    secret_key: str | None = None
-    path_style: bool = False
-
-
-class LeaseSpec(_Strict):
-    """How long a run's hold on each table it writes outlives the run's last renewal (a crashed run)."""
-
-    ttl: str = "30 seconds"
-
-    _ttl_is_duration = field_validator("ttl")(_check_duration)
-
-
-class Spec(_Strict):
+class Spec(Strict):
     """A validated ``deltaflow.yml``. Build it with :func:`load_spec`."""
 
-    name: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_\-]*$")
-    storage: str
-    libraries: list[str] = Field(default_factory=lambda: ["transformations/**/*.py"])
-    configuration: dict[str, str] = Field(default_factory=dict)
-    table_properties: dict[str, str] = Field(default_factory=dict)
-    kafka: KafkaSpec = Field(default_factory=KafkaSpec)
-    trigger: TriggerSpec = Field(default_factory=TriggerSpec)
-    maintenance: MaintenanceSpec = Field(default_factory=MaintenanceSpec)
-    s3: S3Spec | None = None
-    lease: LeaseSpec = Field(default_factory=LeaseSpec)
+    name: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_\-]*$", description="The pipeline's name.",
+                      examples=["clickstream"])
+    storage: str = Field(description="Where tables, checkpoints and logs live: a folder (relative to this "
+                         "file) or s3a://bucket/prefix.", examples=["./data", "s3a://lake/clickstream"])
+    libraries: list[str] = Field(default_factory=lambda: ["transformations/**/*.py"], description="Glob "
+                                 "patterns of the definition files (.py and .sql), relative to this file; "
+                                 "'dir/**' is every file under dir.", examples=[["transformations/*.py"]])
+    configuration: dict[str, str] = Field(
+        default_factory=dict, description="spark.* keys go to the SparkSession; every key is also a Spark "
+        "setting of the session and a pipeline parameter (dp.parameter, spark.conf.get).",
+        examples=[{"spark.sql.shuffle.partitions": "4", "source_topic": "clicks"}])
+    table_properties: dict[str, str] = Field(
+        default_factory=dict, description="Delta table properties of every table (a table's own win).",
+        examples=[{"delta.enableChangeDataFeed": "true"}])
+    kafka: KafkaSpec = Field(default_factory=KafkaSpec, description=KafkaSpec.__doc__)
+    trigger: TriggerSpec = Field(default_factory=TriggerSpec, description=TriggerSpec.__doc__)
+    maintenance: MaintenanceSpec = Field(default_factory=MaintenanceSpec,
+                                         description=(MaintenanceSpec.__doc__ or "").split("\n")[0])
+    s3: S3Spec | None = Field(default=None, description=(S3Spec.__doc__ or "").split("\n")[0])
+    lease: LeaseSpec = Field(default_factory=LeaseSpec, description=LeaseSpec.__doc__)
 
     _path: Path | None = PrivateAttr(default=None)
     _secrets: frozenset[str] = PrivateAttr(default=frozenset())
