@@ -1,5 +1,7 @@
 """The ``deltaflow`` command: one thin function per verb, each over :class:`deltaflow.pipeline.Pipeline`.
 
+    deltaflow init [DIR] [--example NAME] [--force]    a new project: spec, starter definitions, sample input
+    deltaflow schema                 the JSON Schema of deltaflow.yml
     deltaflow setup                  resolve the JVM jars (Delta, Kafka connector, Kafka broker) once
     deltaflow dry-run [--json]       resolve and analyse the pipeline, write nothing
     deltaflow graph [--format text|json|mermaid|dot]
@@ -40,6 +42,7 @@ from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 
+from deltaflow.cli_project import PROJECT_VERBS
 from deltaflow.cli_shared import JsonOption, SpecOption, UiPortOption, err, load, out, say, start_ui
 from deltaflow.cli_tables import TABLE_VERBS
 from deltaflow.dev.cluster_cli import cluster_app
@@ -58,7 +61,7 @@ app = typer.Typer(
 app.add_typer(kafka_app, name="kafka")
 app.add_typer(s3_app, name="s3")
 app.add_typer(cluster_app, name="cluster")
-for verb in TABLE_VERBS:
+for verb in (*PROJECT_VERBS, *TABLE_VERBS):
     app.command()(verb)
 
 def _version(value: bool) -> None:

@@ -61,7 +61,7 @@ from deltaflow.spec_sections import (
 )
 
 __all__ = ["FlowTriggerSpec", "KafkaSpec", "LeaseSpec", "MaintenanceSpec", "S3Spec", "Spec", "TriggerMode",
-           "TriggerSpec", "find_spec", "load_spec", "parse_spec"]
+           "TriggerSpec", "find_spec", "json_schema", "load_spec", "parse_spec"]
 
 #: The spec's file names, looked for in this order (Spark Declarative Pipelines' last: deltaflow.sdp.spec).
 SPEC_NAMES = ("deltaflow.yml", "deltaflow.yaml", *SDP_SPEC_NAMES)
@@ -290,6 +290,18 @@ def load_spec(given: Path | None = None, env: dict[str, str] | None = None, read
     """
     path = find_spec(given)
     return parse_spec(path.read_text(), path, env, reading)
+
+
+def json_schema() -> dict[str, Any]:
+    """The JSON Schema of ``deltaflow.yml``, from the model: editors complete and check a spec with it.
+
+    Example:
+        >>> sorted(json_schema()["required"])
+        ['name', 'storage']
+
+    """
+    schema = Spec.model_json_schema()
+    return {"$schema": "https://json-schema.org/draft/2020-12/schema", **schema, "title": "deltaflow.yml"}
 
 
 def _config_error(exc: ValidationError, path: Path) -> ConfigError:

@@ -52,6 +52,7 @@ from deltaflow.dev.sample_data import (
 from deltaflow.dev.sensors import SENSORS, sensor_reading
 from deltaflow.dev.topics import create_topic
 from deltaflow.errors import ConfigError
+from deltaflow.examples import example_path
 from deltaflow.pipeline import Pipeline
 from deltaflow.progress import ProgressPrinter
 from deltaflow.runtime.session import spark_log
@@ -65,16 +66,6 @@ TRANSACTIONS_TOPIC = "transactions"
 FRAUD_CUSTOMERS = 2_000
 CUSTOMER_UPDATES_EVERY = 5.0  # seconds
 CUSTOMER_UPDATES_PER_FILE = 20
-EXAMPLES = Path(os.environ.get("DELTAFLOW_EXAMPLES", Path(__file__).resolve().parents[3] / "examples"))
-
-
-def example_spec_path(name: str = "clickstream") -> Path:
-    """The folder of a shipped example pipeline."""
-    path = EXAMPLES / name
-    if not (path / "deltaflow.yml").is_file():
-        raise ConfigError(f"example '{name}' not found", location=str(path),
-                          hint="run from a deltaflow checkout or set DELTAFLOW_EXAMPLES")
-    return path
 
 
 class Feeder(Protocol):
@@ -265,7 +256,7 @@ def run_demo(*, seconds: int, rate: int, storage: Path, port: int, stop: threadi
         env = {"DELTAFLOW_STORAGE": str(storage), "DELTAFLOW_LANDING": str(storage / "landing")}
         if bootstrap:
             env["DELTAFLOW_KAFKA"] = bootstrap
-        pipeline = Pipeline.load(example_spec_path(example), env=env)
+        pipeline = Pipeline.load(example_path(example), env=env)
         spec = pipeline.spec
         feeds = demo.feeds(spec, bootstrap, rate, console)
         for feed in feeds:
@@ -303,7 +294,7 @@ def run_demo(*, seconds: int, rate: int, storage: Path, port: int, stop: threadi
         if server is not None:
             server.stop()
         stored = [name for name, dataset in pipeline.graph.datasets.items() if dataset.stored]
-        summary(pipeline.layout, stored, demo.showcase, console, example_spec_path(example),
+        summary(pipeline.layout, stored, demo.showcase, console, example_path(example),
                 stops_broker=broker is not None and started_broker)
     finally:
         for feed in feeds:
