@@ -29,7 +29,7 @@ demo: setup
 	$(BIN)/deltaflow demo $(ARGS)
 
 test: setup
-	$(BIN)/ruff check src tests benchmarks examples
+	$(BIN)/ruff check src tests benchmarks examples tools
 	$(BIN)/mypy
 	$(BIN)/pytest $(PYTEST_ARGS)
 
@@ -52,7 +52,7 @@ endurance: setup  # clickstream, continuous, no kills; memory, batch durations, 
 	DELTAFLOW_ENDURANCE_HOURS=$(ENDURANCE_HOURS) $(BIN)/pytest -m endurance -s $(PYTEST_ARGS)
 
 lint: setup
-	$(BIN)/ruff check src tests benchmarks examples
+	$(BIN)/ruff check src tests benchmarks examples tools
 	$(BIN)/mypy
 
 bench: setup  # every benchmark (~3 h on 2 cores, most of it compaction.py), then benchmarks/REPORT.md

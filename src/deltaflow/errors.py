@@ -27,6 +27,8 @@ class DeltaflowError(Exception):
     """
 
     code = "DF"
+    #: What usually makes it go away (the documentation's error reference lists it).
+    fix = ""
 
     def __init__(self, message: str, *, location: str | None = None, hint: str | None = None) -> None:
         self.message = message
@@ -44,54 +46,78 @@ class ConfigError(DeltaflowError):
     """The pipeline spec (``deltaflow.yml``) or a command-line option is wrong."""
 
     code = "DF-CONFIG"
+    fix = (
+        "Correct the key or option the message names (the hint suggests the likely spelling); `deltaflow "
+        "schema` lists every key."
+    )
 
 
 class SetupError(DeltaflowError):
     """The machine is missing something deltaflow needs (JVM jars, Java, Maven)."""
 
     code = "DF-SETUP"
+    fix = (
+        "Run `make setup` (or `deltaflow setup`) on a machine with Java 17+ and Maven, and network access "
+        "to Maven Central."
+    )
 
 
 class GraphError(DeltaflowError):
     """Dataset definitions do not form a valid pipeline (unknown input, cycle, duplicate name...)."""
 
     code = "DF-GRAPH"
+    fix = (
+        "Fix the definition at the file and line given: declare the dataset read, break the cycle, rename "
+        "the duplicate."
+    )
 
 
 class SourceError(DeltaflowError):
     """A source cannot be read: unreachable broker, missing topic or folder, bad option."""
 
     code = "DF-SOURCE"
+    fix = "Start the broker or create the topic or folder named; check the source options against the hint."
 
 
 class SinkError(DeltaflowError):
     """A sink cannot be written."""
 
     code = "DF-SINK"
+    fix = (
+        "Check the table's schema against the flow's output (a new column needs merge_schema=True); fix, "
+        "then run again."
+    )
 
 
 class FlowError(DeltaflowError):
     """One or more flows failed while running."""
 
     code = "DF-FLOW"
+    fix = (
+        "Read the cause in the line (the whole error is in <storage>/_logs/spark.log); fix the data or the "
+        "definition and run again: nothing is written twice."
+    )
 
 
 class StorageError(DeltaflowError):
     """The pipeline's storage cannot be reached: endpoint, credentials, bucket."""
 
     code = "DF-STORAGE"
+    fix = "Check the storage's endpoint, credentials, bucket and free space; run again once it answers."
 
 
 class LeaseError(DeltaflowError):
     """A table is held by another run (one writing run per table), or this run lost its hold."""
 
     code = "DF-LEASE"
+    fix = "Wait for the other run to end (or for lease.ttl to pass, if it crashed), then run again."
 
 
 class KafkaBrokerError(DeltaflowError):
     """The embedded Kafka broker failed to start, stop or answer."""
 
     code = "DF-KAFKA"
+    fix = "Read the broker's log the message names; `deltaflow kafka stop`, then start it again."
 
 
 def first_line(exc: BaseException) -> str:
