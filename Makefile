@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 APT    := $(if $(filter 0,$(shell id -u)),,sudo) env DEBIAN_FRONTEND=noninteractive apt-get
 
-.PHONY: setup browser demo test test-fast test-long test-cluster soak endurance lint typecheck bench clean
+.PHONY: setup browser demo test test-fast test-long test-cluster soak endurance lint typecheck docs docs-serve bench clean
 
 setup: $(STAMP)
 	$(BIN)/deltaflow setup
@@ -28,10 +28,17 @@ browser:  # the headless browser of the dashboard's test: Chromium and its drive
 demo: setup
 	$(BIN)/deltaflow demo $(ARGS)
 
-test: setup
-	$(BIN)/ruff check src tests benchmarks examples tools
+test: setup docs
+	$(BIN)/ruff check src tests benchmarks examples tools docs
 	$(BIN)/mypy
 	$(BIN)/pytest $(PYTEST_ARGS)
+
+MKDOCS := NO_MKDOCS_2_WARNING=1 DISABLE_MKDOCS_2_WARNING=true $(BIN)/mkdocs
+docs: setup  # the documentation site into site/: strict (a broken link, a missing page or include fails)
+	$(MKDOCS) build --strict --quiet
+
+docs-serve: setup  # the site on http://127.0.0.1:8000, rebuilt on every change
+	$(MKDOCS) serve
 
 test-fast: setup
 	$(BIN)/pytest tests/unit $(PYTEST_ARGS)
@@ -52,7 +59,7 @@ endurance: setup  # clickstream, continuous, no kills; memory, batch durations, 
 	DELTAFLOW_ENDURANCE_HOURS=$(ENDURANCE_HOURS) $(BIN)/pytest -m endurance -s $(PYTEST_ARGS)
 
 lint: setup
-	$(BIN)/ruff check src tests benchmarks examples tools
+	$(BIN)/ruff check src tests benchmarks examples tools docs
 	$(BIN)/mypy
 
 bench: setup  # every benchmark (~3 h on 2 cores, most of it compaction.py), then benchmarks/REPORT.md

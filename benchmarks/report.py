@@ -62,7 +62,7 @@ def summary(results: list[dict[str, Any]]) -> list[str]:
              "|---|---|---:|---|---:|---|---|"]
     for result in results:
         for f in result["figures"]:
-            lines.append(f"| [{result['name']}](#{result['name'].replace('_', '-')}) | {f['what']} | "
+            lines.append(f"| [{result['name']}](#{result['name']}) | {f['what']} | "
                          f"{number(median(f['deltaflow']))} {f['unit']} | {f['against']}: "
                          f"{number(median(f['baseline']))} {f['unit']} | {advantage(f)} | {target(f)} "
                          f"| {verdict(f)} |")

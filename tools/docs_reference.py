@@ -49,7 +49,7 @@ def cli_page() -> str:
         lines += [f"## `{path}`", "", _cell(command.help or ""), "",
                   "| argument or flag | default | what |", "|---|---|---|"]
         for param in command.params:
-            if param.name == "help":
+            if param.name == "help" or getattr(param, "hidden", False):  # hidden: part of another's syntax
                 continue
             names = ", ".join(f"`{o}`" for o in (*param.opts, *param.secondary_opts))
             if param.param_type_name == "argument":
