@@ -83,3 +83,12 @@ def test_every_file_a_page_includes_exists_and_the_tutorial_shows_only_files_its
     runner = (ROOT / "tests" / "integration" / "test_tutorial.py").read_text()
     for path in included["tutorial.md"]:
         assert Path(path).name in runner, f"the tutorial shows {path}, which its test does not run"
+
+
+def test_the_readmes_pipeline_is_the_starter_deltaflow_init_writes() -> None:
+    readme = (ROOT / "README.md").read_text()
+    starter = ROOT / "src" / "deltaflow" / "templates" / "starter"
+    spec = (starter / "deltaflow.yml").read_text().replace("my_pipeline", "shop")
+    assert f"```yaml\n{spec}```" in readme
+    assert f"```python\n{(starter / 'transformations' / 'pipeline.py').read_text()}```" in readme
+    assert len(readme.splitlines()) <= 200
