@@ -4,9 +4,10 @@ cluster per run; the S3 server is the root conftest's), and the tests that need 
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -47,3 +48,22 @@ def spark_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalSpa
 def spark_master(spark_cluster: LocalSparkCluster) -> str:
     """The cluster's master URL, with all its workers up (a test may have killed one)."""
     return spark_cluster.start()
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[Any]:
+    """Headless Chromium from the OS's packages ('make setup' installs it), one for the session."""
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    for program in ("chromium", "chromedriver"):
+        assert shutil.which(program), f"{program} is missing: run 'make setup' (it installs it)"
+    options = webdriver.ChromeOptions()
+    options.binary_location = str(shutil.which("chromium"))
+    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                 "--window-size=1400,2200", "--disable-background-networking", "--no-first-run"):
+        options.add_argument(flag)
+    options.set_capability("goog:loggingPrefs", {"browser": "SEVERE"})
+    driver = webdriver.Chrome(service=Service(str(shutil.which("chromedriver"))), options=options)
+    yield driver
+    driver.quit()

@@ -10,15 +10,11 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import threading
 import urllib.request
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-
-import pytest
 
 from helpers import Project
 
@@ -42,24 +38,6 @@ def gold():
 """
 ARTIFACTS = Path(os.environ.get("DELTAFLOW_TEST_ARTIFACTS", "test-artifacts"))
 WAIT = 90  # seconds: a batch on two busy cores, then the page's next update
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    for program in ("chromium", "chromedriver"):
-        assert shutil.which(program), f"{program} is missing: run 'make setup' (it installs it)"
-    options = webdriver.ChromeOptions()
-    options.binary_location = str(shutil.which("chromium"))
-    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                 "--window-size=1400,2200", "--disable-background-networking", "--no-first-run"):
-        options.add_argument(flag)
-    options.set_capability("goog:loggingPrefs", {"browser": "SEVERE"})
-    driver = webdriver.Chrome(service=Service(str(shutil.which("chromedriver"))), options=options)
-    yield driver
-    driver.quit()
 
 
 def orders(start: int, count: int) -> list[dict[str, Any]]:
