@@ -287,6 +287,9 @@ def main() -> None:
     parser.add_argument("--seed-only", action="store_true",
                         help="only the cells at the seed's triggers, for an A/B (not saved; give --rate "
                         "to skip the base rate too)")
+    parser.add_argument("--state-store", choices=("deltaflow", "default", "rocksdb"), default="deltaflow",
+                        help="the state store of every stateful query, for an A/B (deltaflow: its own "
+                        "choice, RocksDB for streaming tables; default: Spark's in-memory one)")
     parser.add_argument("--quick", action="store_true", help="smoke run: ~20 s cells, small backlog")
     args = parser.parse_args()
     if args.quick:
@@ -302,7 +305,12 @@ def main() -> None:
         tmp = Path(tmp_name)
         with EmbeddedKafka(state_dir=tmp / "kafka", port=free_port()) as broker:
             bootstrap = broker.status().bootstrap or ""
-            spark = build_session(extra={"spark.sql.warehouse.dir": str(tmp / "wh")})
+            package = "org.apache.spark.sql.execution.streaming.state"
+            stores = {"default": f"{package}.HDFSBackedStateStoreProvider",
+                      "rocksdb": f"{package}.RocksDBStateStoreProvider"}
+            provider = ({"spark.sql.streaming.stateStore.providerClass": stores[args.state_store]}
+                        if args.state_store in stores else {})
+            spark = build_session(extra={"spark.sql.warehouse.dir": str(tmp / "wh"), **provider})
             print(f"versions: {versions_line(spark)}")
             print(f"spark: {spark.conf.get('spark.master')}, shuffle partitions "
                   f"{spark.conf.get('spark.sql.shuffle.partitions')}, driver memory "
