@@ -98,8 +98,9 @@ def spec_page() -> str:
     from pydantic_core import PydanticUndefined
 
     lines = ["# deltaflow.yml", "", "Generated from the spec's model. `deltaflow schema` prints the same as "
-             "a JSON Schema, which editors use to complete and check a spec (`deltaflow init` writes the "
-             "line that points them to it).", "", "| key | type | default | what | example |",
+             "[a JSON Schema](deltaflow.schema.json), which editors use to complete and check a spec "
+             "(`deltaflow init` writes the line that points them to it).", "",
+             "| key | type | default | what | example |",
              "|---|---|---|---|---|"]
     for key, field, _ in spec_keys():
         if _model_of(field.annotation) is not None and key not in ("s3",):
@@ -186,6 +187,13 @@ def main(into_site: bool) -> None:
                 out.write(page(name))
         else:
             print(page(name))
+    if into_site:  # published beside the spec's page, as `deltaflow schema` prints it
+        import mkdocs_gen_files
+
+        from deltaflow.commands.init import schema_text
+
+        with mkdocs_gen_files.open("reference/deltaflow.schema.json", "w") as out:
+            out.write(schema_text())
 
 
 if __name__ in ("__main__", "<run_path>"):  # run by itself, or by mkdocs-gen-files (runpy.run_path)
