@@ -203,34 +203,37 @@ def test_a_run_retries_through_faults_at_every_moment(  # type: ignore[no-untype
     assert sum(r["input_rows"] for r in logged if r["flow"] == "bronze" and r["kind"] == "batch") == 120
 
 
-def test_a_fault_that_outlasts_the_retries_stops_the_run_in_one_line_and_a_rerun_is_exact(  # type: ignore[no-untyped-def]
-        spark, make_project, s3_root: str, s3_spec: S3Spec, faults: S3Faults) -> None:
-    project = on_s3(make_project, s3_root, s3_spec)
-    faults.set([FaultRule(path=r"/tables/silver/part-.*\.parquet", method="PUT", status=500)])
-    stopped = threading.Event()
-    with pytest.raises(FlowError) as failed:
-        project.pipeline(spark).start("available_now").finish(stopped)
+def stopped_by(spark: Any, project: Project, faults: S3Faults, rule: FaultRule, mode: str,
+               error: type[DeltaflowError]) -> str:
+    """Run ``project`` while ``rule`` fails its requests: the run must stop with ``error``, in one line, which
+    is returned; then, the storage well again, a rerun must land every row once."""
+    faults.set([rule])
+    with pytest.raises(error) as failed:
+        project.pipeline(spark).start(mode).finish(threading.Event())
     assert faults.hits()[0] > 0
-    line = str(failed.value)
-    assert "\n" not in line and "'silver'" in line and "Status Code: 500" in line, line
     faults.clear()
     project.run(spark)
     assert_exact(project)
+    line = str(failed.value)
+    assert "\n" not in line, line
+    return line
+
+
+def test_a_fault_that_outlasts_the_retries_stops_the_run_in_one_line_and_a_rerun_is_exact(  # type: ignore[no-untyped-def]
+        spark, make_project, s3_root: str, s3_spec: S3Spec, faults: S3Faults) -> None:
+    line = stopped_by(spark, on_s3(make_project, s3_root, s3_spec), faults,
+                      FaultRule(path=r"/tables/silver/part-.*\.parquet", method="PUT", status=500),
+                      "available_now", FlowError)
+    assert "'silver'" in line and "Status Code: 500" in line, line
 
 
 def test_an_event_log_that_stays_unwritable_stops_the_run_in_one_line_and_a_rerun_is_exact(  # type: ignore[no-untyped-def]
         spark, make_project, s3_root: str, s3_spec: S3Spec, faults: S3Faults, monkeypatch) -> None:
     monkeypatch.setattr(event_log, "PATIENCE_SECONDS", 2.0)
-    project = on_s3(make_project, s3_root, s3_spec)
-    faults.set([FaultRule(path=r"/_event_log/_delta_log/\d+\.json$", method="PUT", status=503)])
-    with pytest.raises(StorageError) as failed:
-        project.pipeline(spark).start("continuous").finish(threading.Event())
-    assert faults.hits()[0] > 0
-    line = str(failed.value)
-    assert "\n" not in line and "could not be written for" in line and "tables are not affected" in line, line
-    faults.clear()
-    project.run(spark)
-    assert_exact(project)
+    line = stopped_by(spark, on_s3(make_project, s3_root, s3_spec), faults,
+                      FaultRule(path=r"/_event_log/_delta_log/\d+\.json$", method="PUT", status=503),
+                      "continuous", StorageError)
+    assert "could not be written for" in line and "tables are not affected" in line, line
 
 
 @pytest.fixture
