@@ -86,7 +86,7 @@ def test_the_project_spark_pipelines_init_writes_runs_unchanged_with_sdps_tables
     ran = cli(capsys, "run", "--spec", str(project))
     assert ran.returncode == 0, ran.stderr
     assert "note:" not in ran.stderr, ran.stderr  # nothing in it runs differently
-    done = run_spark_pipelines(theirs / "spark-pipeline.yml", tmp_path / "sdp")
+    done = run_spark_pipelines(theirs / "spark-pipeline.yml", tmp_path / "sdp", metastore=False)
     assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
 
     layout = Pipeline.load(project).layout

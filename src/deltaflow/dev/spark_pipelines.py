@@ -21,8 +21,12 @@ import sys
 from pathlib import Path
 
 
-def spark_pipelines_env(work: Path, app: str = "SDP") -> dict[str, str]:
-    """The environment ``spark-pipelines`` runs in, its ``spark-defaults.conf`` written under ``work``."""
+def spark_pipelines_env(work: Path, app: str = "SDP", metastore: bool = True) -> dict[str, str]:
+    """The environment ``spark-pipelines`` runs in, its ``spark-defaults.conf`` written under ``work``.
+
+    ``metastore``: register the tables in a Hive metastore (on Derby), so that a later run finds them;
+    without it (one run, compared once), Spark's in-memory catalog starts seconds sooner.
+    """
     from deltaflow.runtime.jars import jars
     from deltaflow.runtime.session import default_conf
 
@@ -33,10 +37,11 @@ def spark_pipelines_env(work: Path, app: str = "SDP") -> dict[str, str]:
         "spark.app.name": app,
         "spark.sql.sources.default": "delta",  # SDP creates its tables in the default format
         "spark.sql.warehouse.dir": str(work / "warehouse"),
-        "spark.sql.catalogImplementation": "hive",
-        "spark.hadoop.javax.jdo.option.ConnectionURL": f"jdbc:derby:;databaseName={work / 'metastore'};"
-                                                       "create=true",
     })
+    if metastore:
+        conf.update({"spark.sql.catalogImplementation": "hive",
+                     "spark.hadoop.javax.jdo.option.ConnectionURL":
+                         f"jdbc:derby:;databaseName={work / 'metastore'};create=true"})
     (work / "conf").mkdir(parents=True, exist_ok=True)
     (work / "conf" / "spark-defaults.conf").write_text("".join(f"{k} {v}\n" for k, v in conf.items()))
     return {**os.environ, "SPARK_CONF_DIR": str(work / "conf"),
@@ -50,10 +55,12 @@ def spark_pipelines_command(spec: Path, verb: str = "run") -> list[str]:
     return [str(Path(sys.executable).parent / "spark-pipelines"), verb, "--spec", str(spec)]
 
 
-def run_spark_pipelines(spec: Path, work: Path, verb: str = "run") -> subprocess.CompletedProcess[str]:
+def run_spark_pipelines(spec: Path, work: Path, verb: str = "run", metastore: bool = True,
+                        ) -> subprocess.CompletedProcess[str]:
     """Run SDP on the project of ``spec`` in its folder (see the module); its output is captured."""
-    return subprocess.run(spark_pipelines_command(spec, verb), env=spark_pipelines_env(work), cwd=spec.parent,
-                          capture_output=True, text=True, check=False)
+    env = spark_pipelines_env(work, metastore=metastore)
+    return subprocess.run(spark_pipelines_command(spec, verb), env=env, cwd=spec.parent, capture_output=True,
+                          text=True, check=False)
 
 
 def spark_pipelines_table(work: Path, name: str) -> str:
