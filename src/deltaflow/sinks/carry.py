@@ -7,11 +7,9 @@ can write both tables from one micro-batch: *D*'s query runs over *U*'s rows bef
 (its state, a ``dropDuplicatesWithinWatermark`` say, kept in *U*'s checkpoint), and each table gets its own
 rows in the same batch. Readers still see two Delta tables, and ``status`` and the event log two flows.
 
-How the one query writes two tables: its rows are the union of *U*'s rows and *D*'s, tagged with their
-branch (``_df_branch``: 0 for *U*, 1... for the carried flows), each branch's columns flat in columns of
-its own (``_df_1_0``, ``_df_1_1``...) and null in the others' rows: the batch's cache then holds plain
-columns, which Spark's columnar cache stores compactly (a struct column it serialises row by row). Each
-branch reads *U*'s sources with offsets of its own in the checkpoint (Spark gives each side
+How the one query writes two tables: its rows are the union of *U*'s rows and *D*'s, each branch in a
+struct column of its own (``_df_0`` for *U*, ``_df_1``... for the carried flows) and null in the
+others. Each branch reads *U*'s sources with offsets of its own in the checkpoint (Spark gives each side
 of a union its own source), so *D* reads exactly what *U* reads, once, without waiting for *U*'s commit.
 The batch is persisted once, and each table's rows appended from it, each write stamped with its own
 flow's ``txnAppId`` and the batch id (:mod:`deltaflow.sinks.idempotent`): a batch replayed after a
@@ -53,8 +51,7 @@ if TYPE_CHECKING:
     from deltaflow.resolve.resolved import ResolvedGraph
     from deltaflow.storage import FlowCheckpoint, StorageLayout
 
-_TAG = "_df_branch"
-_COLUMN = "_df_{}_{}"
+_BRANCH = "_df_{}"
 #: The observed metric of a carrier's query: ``rows``, the rows its own table got in the batch.
 CARRY_METRIC = "deltaflow_carry"
 
@@ -93,33 +90,26 @@ def carrier_of(graph: ResolvedGraph, flow: str) -> tuple[str | None, str | None]
 
 @dataclass(frozen=True)
 class Branch:
-    """One table a carrier's query writes: the flow, its checkpoint identity, its table, its columns."""
+    """One table a carrier's query writes: the flow, its checkpoint identity, its table."""
 
     flow: str
     checkpoint: FlowCheckpoint
     path: str
-    columns: tuple[str, ...]
     partition_cols: tuple[str, ...] = ()
 
 
 def carried_frame(frames: Sequence[DataFrame]) -> DataFrame:
-    """One streaming DataFrame holding every branch's rows, tagged and flat (see the module).
-
-    A row of branch ``i`` has ``_df_branch`` = i and its columns in ``_df_i_0``, ``_df_i_1``...; the other
-    branches' columns are null.
-    """
+    """One streaming DataFrame holding every branch's rows, branch ``i`` in column ``_df_i``."""
     from pyspark.sql import functions as F
 
     def part(index: int, df: DataFrame) -> DataFrame:
-        columns = [F.lit(index).alias(_TAG)]
-        for i, other in enumerate(frames):
-            columns += [F.col(f"`{field.name}`").alias(_COLUMN.format(i, j)) if i == index
-                        else F.lit(None).cast(field.dataType).alias(_COLUMN.format(i, j))
-                        for j, field in enumerate(other.schema.fields)]
+        columns = [F.struct(*[F.col(f"`{c}`") for c in df.columns]).alias(_BRANCH.format(index))
+                   if i == index else F.lit(None).cast(other.schema).alias(_BRANCH.format(i))
+                   for i, other in enumerate(frames)]
         return df.select(*columns)
 
     rows = reduce(lambda a, b: a.unionByName(b), [part(i, df) for i, df in enumerate(frames)])
-    return rows.observe(CARRY_METRIC, F.count(F.when(F.col(_TAG) == 0, 1)).alias("rows"))
+    return rows.observe(CARRY_METRIC, F.count(F.col(_BRANCH.format(0))).alias("rows"))
 
 
 def carried_rows(progress: Mapping[str, Any]) -> int | None:
@@ -157,8 +147,8 @@ def carrier_writer(layout: StorageLayout, branches: Sequence[Branch], replay: in
             if batch_id == replay:
                 batch.count()
             for index, branch in enumerate(branches):
-                rows = batch.where(F.col(_TAG) == index).select(
-                    *[F.col(_COLUMN.format(index, j)).alias(name) for j, name in enumerate(branch.columns)])
+                column = _BRANCH.format(index)
+                rows = batch.where(F.col(column).isNotNull()).select(f"{column}.*")
                 writer = rows.write.format("delta").mode("append")
                 if branch.partition_cols:
                     writer = writer.partitionBy(*branch.partition_cols)

@@ -104,7 +104,7 @@ class FlowWriters:
             check_schema(self.spark, one, dataset, path, table_schema(df))
             checkpoint = own if one is flow else self.layout.checkpoint(one.target, one.name)
             frames.append(df)
-            branches.append(Branch(one.name, checkpoint, path, tuple(df.columns), dataset.partition_cols))
+            branches.append(Branch(one.name, checkpoint, path, dataset.partition_cols))
         record_carry(self.layout, own, [b.checkpoint for b in branches[1:]])
         handler = carrier_writer(self.layout, branches, unfinished_batch(self.layout.fs, own))
         with state_store(self.spark):
