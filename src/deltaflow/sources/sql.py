@@ -15,6 +15,7 @@ Example:
 from __future__ import annotations
 
 import re
+from collections.abc import Collection
 from typing import TYPE_CHECKING
 
 from deltaflow.context import current
@@ -68,11 +69,11 @@ def pipeline_sql(query: str, where: str | None = None, first_line: int = 1) -> D
             spark.catalog.dropTempView(name)
 
 
-def _missing(message: str, datasets: object, views: dict[str, bool]) -> str | None:
+def _missing(message: str, datasets: Collection[str], views: dict[str, bool]) -> str | None:
     """The pipeline dataset Spark could not read as asked, if that is what went wrong."""
     if (found := _NOT_FOUND.search(message)) is not None:
         name = found.group(1).replace("`", "").split(".")[-1]
-        return name if name in datasets and name not in views else None  # type: ignore[operator]
+        return name if name in datasets and name not in views else None
     if (stream := _NOT_STREAMING.search(message)) is not None:
         name = stream.group(1).strip("`").split(".")[-1]
         return name if views.get(name) is False else None
