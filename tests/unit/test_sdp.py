@@ -172,7 +172,7 @@ def test_sdp_definitions_and_sql_files_load_into_deltaflows_graph(tmp_path: Path
     for expected in ("catalog 'main'",
                      "orders.py:11: 'top_customers' is stored as a Delta table, not parquet",
                      "orders.py:11: spark_conf of flow 'top_customers' (spark.sql.ansi.enabled)",
-                     "orders.sql:9: CLUSTER BY of 'sales_by_customer': not applied",
+                     "orders.sql:9: cluster_by of 'sales_by_customer': not applied",
                      "orders.sql:9: 'sales_by_customer' is stored as a Delta table, not parquet",
                      "orders.py:25: sink 'alerts' (kafka): each batch is written once per attempt",
                      "orders.sql:15: SET spark.sql.shuffle.partitions"):

@@ -29,6 +29,7 @@ from pyspark.pipelines.graph_element_registry import (
 
 from deltaflow.graph import AutoCdc, Dataset, DatasetKind, Flow, SourceLocation
 from deltaflow.registry import relative_location
+from deltaflow.sdp.notes import one_session, table_notes
 from deltaflow.sdp.sql_flows import register_sql_file
 
 if TYPE_CHECKING:
@@ -84,12 +85,9 @@ class SdpRegistry(GraphElementRegistry):
                           "attempt; a batch replayed after a crash may be written again (Delta sinks are "
                           "exactly once)")
             return
-        table = isinstance(output, sdp_output.Table)
-        if table and output.format not in (None, "delta"):
-            self.note(where, f"'{output.name}' is stored as a Delta table, not {output.format}")
-        if table and output.cluster_by:
-            self.note(where, f"cluster_by of '{output.name}': not applied; deltaflow clusters with "
-                      f"maintenance.zorder: {{{output.name}: [{', '.join(output.cluster_by)}]}}")
+        if isinstance(output, sdp_output.Table):
+            for text in table_notes(output.name, output.format, output.cluster_by):
+                self.note(where, text)
         self.graph.add_dataset(Dataset(
             name=output.name, kind=kind, location=where, comment=output.comment,
             partition_cols=tuple(getattr(output, "partition_cols", None) or ()),
@@ -99,8 +97,7 @@ class SdpRegistry(GraphElementRegistry):
     def register_flow(self, flow: Any) -> None:  # noqa: D102
         where = _where(flow.source_code_location)
         if flow.spark_conf:
-            self.note(where, f"spark_conf of flow '{flow.name}' ({', '.join(flow.spark_conf)}): every flow "
-                      "runs in the pipeline's one session; set it under configuration in the spec")
+            self.note(where, one_session(f"spark_conf of flow '{flow.name}' ({', '.join(flow.spark_conf)})"))
         self.graph.add_flow(Flow(name=flow.name, target=flow.target, func=flow.func, location=where))
 
     def register_auto_cdc_flow(self, flow: sdp_flow.AutoCdcFlow) -> None:  # noqa: D102

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 from deltaflow.expectations import expect, expect_or_drop, expect_or_fail
 from deltaflow.graph import Dataset, Flow, PipelineGraph
 from deltaflow.registry import relative_location
+from deltaflow.sdp.notes import one_session, table_notes
 from deltaflow.sdp.sql import SqlDefinition, parse_sql
 
 if TYPE_CHECKING:
@@ -38,8 +39,7 @@ def register_sql_file(graph: PipelineGraph, text: str, path: Path) -> None:
     for definition in parse_sql(text, file):
         where = relative_location(str(path), definition.line)
         if definition.kind == "set":
-            graph.notes.append(f"{where}: SET {definition.name}: every flow runs in the pipeline's one "
-                               "session; set it under configuration in the spec")
+            graph.notes.append(f"{where}: {one_session(f'SET {definition.name}')}")
             continue
         if definition.kind != "flow":
             graph.add_dataset(Dataset(
@@ -49,13 +49,8 @@ def register_sql_file(graph: PipelineGraph, text: str, path: Path) -> None:
             if definition.kind == "temporary_view" and definition.columns:
                 graph.notes.append(f"{where}: the column list of temporary view '{definition.name}' is not "
                                    "applied; name the columns in its query")
-            if definition.using not in (None, "delta"):
-                graph.notes.append(f"{where}: '{definition.name}' is stored as a Delta table, not "
-                                   f"{definition.using}")
-            if definition.cluster_by:
-                graph.notes.append(f"{where}: CLUSTER BY of '{definition.name}': not applied; deltaflow "
-                                   f"clusters with maintenance.zorder: {{{definition.name}: "
-                                   f"[{', '.join(definition.cluster_by)}]}}")
+            graph.notes += [f"{where}: {text}" for text in
+                            table_notes(definition.name, definition.using, definition.cluster_by)]
         if definition.query is None:
             continue  # a streaming table that flows fill
         func = _query(definition, file)
