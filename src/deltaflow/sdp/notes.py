@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 
 def table_notes(name: str, stored_as: str | None, cluster_by: Sequence[str] | None) -> list[str]:
-    """What differs for table ``name`` stored as ``stored_as`` (SDP's ``format`` / ``USING``), clustered by."""
+    """What differs for table ``name`` asked to be stored as ``stored_as`` (``format``, ``USING``) and clustered."""
     notes = []
     if stored_as not in (None, "delta"):
         notes.append(f"'{name}' is stored as a Delta table, not {stored_as}")
