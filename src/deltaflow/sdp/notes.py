@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 
 def table_notes(name: str, stored_as: str | None, cluster_by: Sequence[str] | None) -> list[str]:
-    """What differs for table ``name`` asked to be stored as ``stored_as`` (``format``, ``USING``) and clustered."""
+    """What differs for table ``name`` asked to be stored as ``stored_as`` and clustered by ``cluster_by``."""
     notes = []
     if stored_as not in (None, "delta"):
         notes.append(f"'{name}' is stored as a Delta table, not {stored_as}")
