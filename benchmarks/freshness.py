@@ -120,6 +120,7 @@ def run_cell(spark: Any, make: Contestant, cell: Cell, root: Path, bootstrap: st
     job.start()
     duration, drain = args.duration, args.drain
     if intervals:
+        duration = args.seed_duration or duration
         gold_seconds = float(intervals["gold"].split()[0]) / 1000
         bronze_seconds = float(intervals["bronze"].split()[0]) / 1000
         duration = max(duration, 3 * gold_seconds)
@@ -284,6 +285,10 @@ def main() -> None:
                         help="scale of the seed's 1 min / 5 min triggers for the extra cells (0: skip them)")
     parser.add_argument("--no-exact", action="store_true",
                         help="skip the hand-written jobs made exact (run by default at trigger 0)")
+    parser.add_argument("--seed-duration", type=float,
+                        help="seconds of probes (and of the cores measured) in the cells at the seed's "
+                        "triggers (default: --duration); a state store's cost grows with the state, so "
+                        "minutes show the steady state")
     parser.add_argument("--seed-only", action="store_true",
                         help="only the cells at the seed's triggers, for an A/B (not saved; give --rate "
                         "to skip the base rate too)")
