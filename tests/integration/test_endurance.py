@@ -143,11 +143,14 @@ def test_endurance(spark, kafka_bootstrap: str, tmp_path: Path, capsys, monkeypa
     generator.start()
     samples: list[dict[str, Any]] = []
     start = time.monotonic()
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
     while time.monotonic() - start < HOURS * 3600:
         time.sleep(SAMPLE_SECONDS)
         assert run.poll() is None, (tmp_path / "run.log").read_text()[-3000:]
         samples.append({"t": round(time.monotonic() - start), **memory_mib(run.pid), **areas(storage),
                         "produced": generator.produced})
+        # kept as they come: a run that dies still leaves what led up to it
+        (ARTIFACTS / "endurance-samples.json").write_text(json.dumps(samples, default=str))
     generator.stop()
     generator.join(60)
     run.send_signal(signal.SIGTERM)

@@ -60,6 +60,26 @@ def driver_java_options(small_run: bool = False) -> str:
     return " ".join(part for part in (options, class_archive.java_options(), jit) if part)
 
 
+def driver_memory(total_bytes: int | None = None) -> str:
+    """The driver's heap: a quarter of the machine's memory, from 2 GiB to 8 GiB.
+
+    In local mode the driver is the whole of Spark: the state stores of every stateful query, the cached
+    batches, compaction and VACUUM all share its heap. A 2 GiB heap ran out within an hour in a continuous
+    clickstream run at half its sustainable rate (``make endurance``), during a compaction.
+
+    Example:
+        >>> driver_memory(24 * 2**30), driver_memory(4 * 2**30), driver_memory(64 * 2**30)
+        ('6g', '2g', '8g')
+
+    """
+    if total_bytes is None:
+        try:
+            total_bytes = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        except (ValueError, OSError):
+            total_bytes = 8 * 2**30
+    return f"{min(8, max(2, total_bytes // 4 // 2**30))}g"
+
+
 def default_conf(layout: StorageLayout | None = None, small_run: bool = False) -> dict[str, str]:
     """Deltaflow's Spark settings before the spec's ``configuration`` is applied.
 
@@ -81,7 +101,7 @@ def default_conf(layout: StorageLayout | None = None, small_run: bool = False) -
         # Several drivers may commit to one S3 table: see io.deltaflow.storage.S3ConditionalLogStore.
         "spark.delta.logStore.s3a.impl": "io.deltaflow.storage.S3ConditionalLogStore",
         "spark.delta.logStore.s3.impl": "io.deltaflow.storage.S3ConditionalLogStore",
-        "spark.driver.memory": "2g",
+        "spark.driver.memory": driver_memory(),
         "spark.driver.extraJavaOptions": driver_java_options(small_run),
         "spark.sql.streaming.stopTimeout": "60s",
         # The UI is off, but its status store still keeps this much history in the driver's heap; Spark's
