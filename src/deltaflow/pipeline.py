@@ -72,8 +72,8 @@ class Pipeline:
         self._spark = spark
         self._graph: PipelineGraph | None = None
         self._storage_checked = False
-        self._keys_given = False  # the spec's s3 keys, given to a session started elsewhere
-        self._parameters_set = False  # the spec's parameters, set as Spark confs of the session
+        self._session_given = spark is not None  # started elsewhere: it lacks the spec's s3 keys
+        self._session_ready = False  # the spec's keys and parameters set on the session
         self.small_run = False  # the run reads little: its JVM compiles for a quick start (see run)
 
     @classmethod
@@ -123,15 +123,14 @@ class Pipeline:
             from deltaflow.runtime.session import build_session
 
             self._spark = build_session(self.spec, extra=self.spark_conf, small_run=self.small_run)
-        elif self.spec.s3 is not None and not self._keys_given:
-            from deltaflow.runtime.session import use_storage_keys
+        if not self._session_ready:
+            if self._session_given and self.spec.s3 is not None:
+                from deltaflow.runtime.session import use_storage_keys
 
-            use_storage_keys(self._spark, self.spec)
-            self._keys_given = True
-        if not self._parameters_set:  # definitions written for SDP read them with spark.conf.get
-            for key, value in self.spec.parameters.items():
+                use_storage_keys(self._spark, self.spec)
+            for key, value in self.spec.parameters.items():  # SDP's definitions read them with spark.conf.get
                 self._spark.conf.set(key, value)
-            self._parameters_set = True
+            self._session_ready = True
         return self._spark
 
     @property

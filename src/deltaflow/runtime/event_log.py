@@ -179,31 +179,31 @@ def with_input_rows(event: BatchEvent, rows: int) -> BatchEvent:
                    processed_rows_per_second=event.processed_rows_per_second * ratio)
 
 
+def _flow_event(pipeline: str, run_id: str, flow: str, kind: str, start: datetime, end: datetime,
+                error: str | None = None, refresh: str | None = None) -> BatchEvent:
+    """An event of a flow outside Spark's progress reports: no query, no rows read."""
+    return BatchEvent(
+        pipeline=pipeline, run_id=run_id, flow=flow, query_id="", kind=kind, batch_id=None, start_time=start,
+        end_time=end, input_rows=0, input_rows_per_second=0.0, processed_rows_per_second=0.0,
+        duration_ms=int((end - start).total_seconds() * 1000), durations_ms="{}", sources="[]",
+        delta_versions_behind=None, kafka_offsets_behind=None, expectations=None, error=error,
+        refresh=refresh,
+    )
+
+
 def refresh_event(pipeline: str, run_id: str, flow: str, refresh: Mapping[str, Any]) -> BatchEvent:
     """The event of a view's refresh outside any query (a view without pipeline inputs, at each run's start).
 
     ``refresh``: its mode, rows written, and when it ``began`` and ``ended`` (datetimes).
     """
-    began, ended = refresh["began"], refresh["ended"]
-    return BatchEvent(
-        pipeline=pipeline, run_id=run_id, flow=flow, query_id="", kind="batch", batch_id=None,
-        start_time=began, end_time=ended, input_rows=0, input_rows_per_second=0.0,
-        processed_rows_per_second=0.0, duration_ms=int((ended - began).total_seconds() * 1000),
-        durations_ms="{}", sources="[]", delta_versions_behind=None, kafka_offsets_behind=None,
-        expectations=None, error=None,
-        refresh=json.dumps({k: refresh[k] for k in ("mode", "rows_written")}),
-    )
+    return _flow_event(pipeline, run_id, flow, "batch", refresh["began"], refresh["ended"],
+                       refresh=json.dumps({k: refresh[k] for k in ("mode", "rows_written")}))
 
 
 def end_event(pipeline: str, run_id: str, flow: str, state: str, error: str | None) -> BatchEvent:
     """The event of a flow's end in a run: ``completed``, ``stopped`` or ``failed`` (with its error)."""
     now = datetime.now(UTC)
-    return BatchEvent(
-        pipeline=pipeline, run_id=run_id, flow=flow, query_id="", kind=state, batch_id=None,
-        start_time=now, end_time=now, input_rows=0, input_rows_per_second=0.0, processed_rows_per_second=0.0,
-        duration_ms=0, durations_ms="{}", sources="[]", delta_versions_behind=None,
-        kafka_offsets_behind=None, expectations=None, error=error,
-    )
+    return _flow_event(pipeline, run_id, flow, state, now, now, error=error)
 
 
 class EventLog:
@@ -264,8 +264,8 @@ class EventLog:
         self._thread.join(timeout=60)
         if not self.unwritten:
             return None
-        return (f"warning: the event log ({self.path}) missed {len(self.unwritten)} event(s): "
-                f"{first_line(self.error) if self.error else 'no answer'}; the tables are not affected; "
+        return (f"warning: the event log ({self.path}) missed {len(self.unwritten)} event(s): {self._why()}; "
+                "the tables are not affected; "
                 "status and ui miss them (a damaged log: move its folder away, the next run starts one)")
 
     @property
@@ -280,7 +280,10 @@ class EventLog:
         if since is None or time.monotonic() - since < PATIENCE_SECONDS:
             return None
         return (f"the event log ({self.path}) could not be written for {time.monotonic() - since:.0f} s: "
-                f"{first_line(self.error) if self.error else 'no answer'}; the tables are not affected")
+                f"{self._why()}; the tables are not affected")
+
+    def _why(self) -> str:
+        return first_line(self.error) if self.error else "no answer"
 
     def _write_loop(self) -> None:
         done = False
