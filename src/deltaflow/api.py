@@ -25,7 +25,8 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from deltaflow.cdc_api import create_auto_cdc_flow
-from deltaflow.errors import GraphError
+from deltaflow.durations import parse_duration
+from deltaflow.errors import ConfigError, GraphError
 from deltaflow.graph import BatchHandler, Dataset, DatasetKind, Flow, WindowRefresh
 from deltaflow.registry import active_graph, caller_location, registering, source_location
 
@@ -285,17 +286,29 @@ def foreach_batch_sink(
     return _decorator("@dp.foreach_batch_sink", func, register)
 
 
-def by_window(column: str, duration: str, *, output: str = "window.start") -> WindowRefresh:
+def by_window(column: str, duration: str, *, output: str = "window.start",
+              lateness: str | None = None) -> WindowRefresh:
     """Refresh a materialized view grouped by ``F.window(column, duration)`` one window at a time.
 
     Args:
         column: The event-time column of the view's input tables.
         duration: The tumbling window's length, as given to ``F.window`` (``"1 hour"``).
         output: The view's column holding each row's window start.
+        lateness: For a view kept in Spark's state store (``deltaflow graph`` says "incremental"): how long
+            after a window ends its totals stay in the state, counted in event time from the newest row
+            seen (``"10 minutes"``). It bounds the state to the recent windows; a row for a window older
+            than that has its window recomputed from the input, so the view stays exact. Default: every
+            window stays in the state, which grows with the windows seen.
 
     Example:
-        >>> by_window("event_timestamp", "1 hour")
-        WindowRefresh(column='event_timestamp', duration='1 hour', output='window.start')
+        >>> by_window("event_timestamp", "1 hour", lateness="10 minutes").lateness
+        '10 minutes'
 
     """
-    return WindowRefresh(column, duration, output)
+    if lateness is not None:
+        try:
+            parse_duration(lateness)
+        except ConfigError as exc:  # a typo fails here, at the definition's line
+            raise GraphError(f"by_window(lateness=...): {exc.message}", location=str(caller_location()),
+                             hint="e.g. lateness='10 minutes'") from None
+    return WindowRefresh(column, duration, output, lateness)

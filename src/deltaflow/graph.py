@@ -84,11 +84,16 @@ class WindowRefresh:
     Created with :func:`deltaflow.by_window`. For each batch of new rows in its inputs, deltaflow finds the
     windows of ``column`` those rows fall in, recomputes the view's query over the inputs' rows in those
     windows only, and replaces the view's rows whose ``output`` is one of those window starts.
+
+    ``lateness`` bounds what an incremental view keeps in Spark's state: the windows that ended less than
+    ``lateness`` before the newest event seen. A row later than that is not folded into the state; its
+    window is recomputed from the input instead, so the view stays exact (None: every window is kept).
     """
 
     column: str
     duration: str
     output: str = "window.start"
+    lateness: str | None = None
 
 
 @dataclass(frozen=True)

@@ -231,3 +231,72 @@ def test_a_view_that_outgrows_whole_rewrites_goes_on_merging_from_the_same_state
     assert DeltaTable(project.table("gold")).history(1)[0]["operation"] == "WRITE"
     assert view(project) == recomputed(spark, project)
     assert project.layout.current_generation("gold", "gold") == 0  # one checkpoint throughout
+
+
+LATENESS = PIPELINE.replace('"1 hour"))', '"1 hour", lateness="30 minutes"))')
+AHEAD = [("x", "u6", "p1", "2025-05-01T15:00:00Z", 1.0, 1)]  # moves the watermark to 14:30
+
+
+def stored_windows(spark: Any, project: Project) -> set[int]:
+    """The hours of the windows in every stateful operator's state (Spark's state data source)."""
+    checkpoint = project.checkpoint("gold")
+    hours = set()
+    for operator in (checkpoint / "state").iterdir():
+        state = spark.read.format("statestore").option("operatorId", operator.name).load(str(checkpoint))
+        hours |= {row["key"]["window"]["start"].hour for row in state.select("key").collect()}
+    return hours
+
+
+def test_a_view_with_a_lateness_keeps_recent_windows_and_recomputes_the_late_ones(
+        spark, make_project) -> None:
+    project = make_project(LATENESS.replace("MEASURES", MEASURES))
+    drop(project, "first", FIRST)
+    project.run(spark)
+    assert view(project) == recomputed(spark, project)
+    assert stored_windows(spark, project) == {10, 11}
+
+    drop(project, "ahead", AHEAD)  # its batch runs with the watermark at 11:00: 10:00's window leaves
+    project.run(spark)
+    assert view(project) == recomputed(spark, project)
+    drop(project, "ahead2", [("y", "u6", "p1", "2025-05-01T15:01:00Z", 1.0, 1)])  # the watermark is 14:30
+    project.run(spark)
+    assert stored_windows(spark, project) == {15}  # the state holds recent windows only
+
+    drop(project, "late", LATE)  # every row hours late: Spark drops them, their windows are recomputed
+    project.run(spark)
+    assert view(project) == recomputed(spark, project)
+    rows = {(r["window"]["start"].hour, r["product"]): r
+            for r in DeltaTable(project.table("gold")).to_pyarrow_table().to_pylist()}
+    assert (rows[10, "p1"]["users"], rows[10, "p1"]["n"]) == (3, 6)  # u1 once, u9 new: exact
+    last = DeltaTable(project.table("gold")).history(1)[0]
+    assert last["operation"] == "WRITE" and "predicate" in last["operationParameters"]  # by window
+    assert stored_windows(spark, project) == {15}
+    gold = next(flow for flow in project.pipeline(spark).status() if flow.flow == "gold")
+    assert gold.last_refresh_mode == "incremental" and gold.rows_written
+
+
+def test_late_windows_recomputed_after_a_crash_between_the_two_writes(
+        spark, make_project, monkeypatch) -> None:
+    from deltaflow.sinks.materialize import MaterializedView
+
+    project = make_project(LATENESS.replace("MEASURES", MEASURES))
+    drop(project, "first", FIRST + AHEAD)
+    project.run(spark)
+    drop(project, "ahead2", [("y", "u6", "p1", "2025-05-01T15:01:00Z", 1.0, 1)])
+    project.run(spark)
+    real = MaterializedView.recompute_windows
+    crashed: list[int] = []
+
+    def crash_before_the_late_windows(self: Any, *args: Any, **kwargs: Any) -> None:
+        if kwargs.get("late") and not crashed:
+            crashed.append(1)
+            raise RuntimeError("killed between the batch's write and the late windows'")
+        real(self, *args, **kwargs)
+
+    monkeypatch.setattr(MaterializedView, "recompute_windows", crash_before_the_late_windows)
+    drop(project, "late", LATE)
+    with pytest.raises(FlowError, match="killed between"):
+        project.run(spark)
+    assert view(project) != recomputed(spark, project)  # the batch's MERGE committed, its late rows not
+    project.run(spark)  # the batch runs again: its MERGE is skipped, its late windows found again
+    assert crashed and view(project) == recomputed(spark, project)

@@ -33,10 +33,14 @@ from dataclasses import dataclass
 from functools import reduce
 from typing import TYPE_CHECKING
 
+from deltaflow.faults import crash_point
+from deltaflow.sinks.late_rows import late_windows
+
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
     from pyspark.sql.types import StructType
 
+    from deltaflow.graph import WindowRefresh
     from deltaflow.sinks.incremental_plan import IncrementalPlan, Measure
     from deltaflow.sinks.materialize import MaterializedView
 
@@ -68,13 +72,19 @@ class IncrementalRefresh:
         return "complete" if self.whole else "update"
 
     def choose_mode(self, view_bytes: int) -> None:
-        """Rewrite the view whole while it is small (``view_bytes``: its table's size as the query starts)."""
-        self.whole = view_bytes <= REWRITE_BELOW_BYTES
+        """Rewrite the view whole while it is small (``view_bytes``: its table's size as the query starts).
+
+        A view whose state keeps recent windows only is never rewritten whole: complete mode keeps every
+        group in the state.
+        """
+        self.whole = view_bytes <= REWRITE_BELOW_BYTES and self.plan.lateness is None
 
     def rows(self, stream: DataFrame) -> DataFrame:
         """The driver query: the view's aggregation over ``stream`` (its input), kept in Spark's state."""
         from pyspark.sql import functions as F
 
+        if self.plan.lateness is not None:  # the state keeps a window till the watermark passes its end
+            stream = stream.withWatermark(self._refresh.column, self.plan.lateness)
         view = self.view.resolver.rebuild(self.view.flow, stand_ins={self.plan.input: stream})
         grouped = _grouped_rows(view)
         keys = [_q(k) for k in self.plan.keys]
@@ -111,6 +121,19 @@ class IncrementalRefresh:
         finally:
             if replayed:
                 totals.unpersist()
+        if self.plan.lateness is not None:
+            crash_point(f"before_late_windows:{self.view.name}")
+            refresh = self._refresh
+            late = late_windows(batch.sparkSession, self.view.layout, self.view.checkpoint, batch_id,
+                                self.plan.input, refresh.column, refresh.duration)
+            if late:
+                self.view.recompute_windows(late, batch_id, batch.sparkSession, late=True)
+
+    @property
+    def _refresh(self) -> WindowRefresh:
+        refresh = self.view.dataset.refresh
+        assert refresh is not None  # a plan is made for views by window only
+        return refresh
 
 
 def _grouped_rows(view: DataFrame) -> DataFrame:

@@ -61,12 +61,15 @@ class IncrementalPlan:
         input: The one table it aggregates.
         keys: Its grouping columns (the window among them).
         measures: Its aggregate columns.
+        lateness: How long after its end a window's totals stay in the state (None: for good); see
+            :func:`deltaflow.by_window`.
 
     """
 
     input: str
     keys: tuple[str, ...]
     measures: tuple[Measure, ...]
+    lateness: str | None = None
 
     @property
     def distinct(self) -> tuple[Measure, ...]:
@@ -76,11 +79,14 @@ class IncrementalPlan:
     @property
     def signature(self) -> str:
         """The plan and the layout of its state as JSON: the state kept for one is useless to another."""
-        return json.dumps({**asdict(self), "state": STATE_LAYOUT}, sort_keys=True)
+        plan = {key: value for key, value in asdict(self).items() if key != "lateness" or value is not None}
+        return json.dumps({**plan, "state": STATE_LAYOUT}, sort_keys=True)
 
     def describe(self) -> str:
         """One line for ``deltaflow graph``."""
-        return f"incremental in Spark's state: {', '.join(map(str, self.measures))} by {', '.join(self.keys)}"
+        kept = "" if self.lateness is None else f", windows kept {self.lateness} after they end"
+        return (f"incremental in Spark's state: {', '.join(map(str, self.measures))} by "
+                f"{', '.join(self.keys)}{kept}")
 
 
 def plan_view(resolver: ResolvedGraph, name: str) -> IncrementalPlan | str:
@@ -106,7 +112,7 @@ def plan_view(resolver: ResolvedGraph, name: str) -> IncrementalPlan | str:
     keys, measures = shape
     if refresh.output.split(".")[0] not in keys:
         return f"it is not grouped by the column holding '{refresh.output}'"
-    return IncrementalPlan(table, keys, measures)
+    return IncrementalPlan(table, keys, measures, refresh.lateness)
 
 
 def aggregate_shape(df: DataFrame) -> tuple[tuple[str, ...], tuple[Measure, ...]] | str:

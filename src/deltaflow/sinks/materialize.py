@@ -184,10 +184,22 @@ class MaterializedView:
             self.refresh_all(batch_id, session)
             return
         windows = sorted((int(row[_WINDOW_START]), int(row[_WINDOW_END])) for row in touched)
+        self.recompute_windows(windows, batch_id, session)
+
+    def recompute_windows(self, windows: list[tuple[int, int]], batch_id: int, session: SparkSession,
+                          late: bool = False) -> None:
+        """Recompute the view's rows in ``windows`` (start, end in microseconds) and replace them.
+
+        ``late``: the windows of an incremental view's late rows, after the batch's own write (so the
+        write carries a transaction id of its own: Delta would skip a second one under the batch's).
+        """
+        refresh = self.dataset.refresh
+        assert refresh is not None
         restrict = {name: _in_windows(refresh.column, windows) for name in self.inputs
                     if refresh.column in self.resolver.schemas[name].names}
         self.write(self.resolver.rebuild(self.flow, restrict, session), batch_id,
-                   replace_where=window_predicate(refresh.output, [start for start, _ in windows]))
+                   replace_where=window_predicate(refresh.output, [start for start, _ in windows]),
+                   app_id=f"{self.app_id()}:late" if late else None)
 
     def whole_is_cheaper(self, df: DataFrame, limit: int) -> bool:
         """Whether a batch should replace every row of the view rather than some windows' rows.
@@ -205,10 +217,11 @@ class MaterializedView:
         return self._small
 
     def write(self, df: DataFrame, batch_id: int | None, replace_where: str | None = None,
-              mode: str | None = None) -> None:
+              mode: str | None = None, app_id: str | None = None) -> None:
         """Replace the view's rows (those ``replace_where`` selects) with ``df``, once per ``batch_id``.
 
         ``mode``: how the refresh is reported (default ``windows`` with ``replace_where``, else ``full``).
+        ``app_id``: the write's ``txnAppId`` (default the view's, :meth:`app_id`).
         """
         writer = df.write.format("delta").mode("overwrite")
         if replace_where:
@@ -220,7 +233,7 @@ class MaterializedView:
             if batch_id is None:
                 retry_conflicts(lambda: writer.save(self.path), what)
             else:
-                with idempotent_writes(df.sparkSession, self.app_id(), batch_id):
+                with idempotent_writes(df.sparkSession, app_id or self.app_id(), batch_id):
                     retry_conflicts(lambda: writer.save(self.path), what)
         except Exception as exc:
             refresh = self.dataset.refresh
@@ -264,6 +277,8 @@ class MaterializedView:
             counts = (commit.rows_inserted, commit.rows_updated, commit.rows_deleted) \
                 if commit.operation == "MERGE" else (commit.rows_inserted,)  # a MERGE: the groups changed
             rows = sum(n for n in counts if n is not None)
+        if (before := self.refreshed.get(batch_id)) is not None:  # late windows after the batch's write
+            mode, rows = before["mode"], None if rows is None else (before["rows_written"] or 0) + rows
         self.refreshed[batch_id] = {"mode": mode, "rows_written": rows}
 
     def app_id(self) -> str:

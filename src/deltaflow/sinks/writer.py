@@ -115,7 +115,8 @@ class FlowWriters:
         """Start ``flow``'s query; None when it had nothing to run (a view without pipeline inputs).
 
         A streaming table's flow keeps its state, if any, in RocksDB
-        (:func:`~deltaflow.sinks.state_store.state_store`); a view keeps Spark's default store.
+        (:func:`~deltaflow.sinks.state_store.state_store`), and so does an incremental view with a
+        lateness (its state is each recent window's distinct values); other views keep Spark's default.
 
         Args:
             flow: The flow.
@@ -124,7 +125,11 @@ class FlowWriters:
 
         """
         if self.resolver.kinds[flow.target] == "materialized_view":
-            return self.view(flow.target).start(trigger)
+            view = self.view(flow.target)
+            if view.incremental is None or view.incremental.plan.lateness is None:
+                return view.start(trigger)
+            with state_store(self.spark):
+                return view.start(trigger)
         with state_store(self.spark):
             return self._start(flow, trigger, into)
 

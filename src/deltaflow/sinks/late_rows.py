@@ -1,0 +1,137 @@
+"""The windows a batch's late rows fall in, for an incremental view whose state keeps recent windows only.
+
+A view refreshed with ``dp.by_window(..., lateness=...)`` reads its input with a watermark: Spark keeps a
+window's totals (and its distinct values) in the state until the watermark, the newest event time seen
+less ``lateness``, passes the window's end, and from then on drops the rows that still come for it. Those
+rows are not lost from the view: after the batch's own write, the windows they fall in are recomputed from
+the input (the by-window refresh) and replaced, so the view stays exact whatever the lateness.
+
+Which rows a batch dropped is found without a Spark job in the usual case. The batch's watermark and the
+input versions it read are in its checkpoint's offset log; the files those versions added carry their
+smallest event time in the Delta log's statistics. A file whose smallest time is not before the watermark
+holds no late row. Only files that might (or that have no statistics) are read, and only the rows before
+the watermark. A window is reported when it ended at or before the batch's watermark: its state is gone
+after the batch (or was already), so a recompute cannot be overwritten by the state's next totals.
+
+Everything here is read from what the checkpoint and the Delta log hold, so a batch run again after a crash
+finds the same windows.
+
+Example:
+    >>> checkpoint = layout.checkpoint("gold", "gold")  # doctest: +SKIP
+    >>> late_windows(spark, layout, checkpoint, 7, "silver", "event_timestamp", "1 hour")  # doctest: +SKIP
+    [(1767225600000000, 1767229200000000)]
+
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from deltaflow.storage import FlowCheckpoint, StorageLayout
+
+@dataclass(frozen=True)
+class BatchInput:
+    """What one batch of a Delta-sourced query read, from its checkpoint's offset log.
+
+    Attributes:
+        watermark_ms: The event-time watermark the batch ran with (0: none yet).
+        versions: The input table's versions whose added files the batch may have read (a superset).
+
+    """
+
+    watermark_ms: int
+    versions: range
+
+
+def batch_input(layout: StorageLayout, checkpoint: FlowCheckpoint, batch_id: int) -> BatchInput | None:
+    """The watermark and input versions of batch ``batch_id`` (None: its offsets are not in the log).
+
+    A Delta source's offset ``{reservoirVersion: v, index: i, isStartingVersion: s}`` says where the batch
+    stopped: every file before index ``i`` of version ``v`` was read (``i = -1``: none of ``v``); with
+    ``s`` the versions up to ``v`` were read as one snapshot. The batch read from the previous batch's end
+    to its own, so the versions between the two (both ends included) hold every file it read.
+    """
+    end = _entry(layout, checkpoint, batch_id)
+    if end is None:
+        return None
+    metadata, offset = end
+    watermark = int(metadata.get("batchWatermarkMs", 0))
+    start = _entry(layout, checkpoint, batch_id - 1) if batch_id > 0 else None
+    last = int(offset["reservoirVersion"])
+    if start is None:
+        return BatchInput(watermark, range(0, last + 1))
+    first = int(start[1]["reservoirVersion"]) + (1 if start[1].get("isStartingVersion") else 0)
+    return BatchInput(watermark, range(first, last + 1))
+
+
+def late_windows(spark: SparkSession, layout: StorageLayout, checkpoint: FlowCheckpoint, batch_id: int,
+                 table: str, column: str, duration: str) -> list[tuple[int, int]]:
+    """The windows (start, end in microseconds) of batch ``batch_id``'s rows that came after their window.
+
+    Args:
+        spark: The session to read with (the batch's own), if files must be read.
+        layout: The storage layout.
+        checkpoint: The view's driver checkpoint.
+        batch_id: The batch.
+        table: The dataset the view aggregates.
+        column: Its event-time column.
+        duration: The view's window length, as given to ``F.window``.
+
+    """
+    read = batch_input(layout, checkpoint, batch_id)
+    if read is None or read.watermark_ms <= 0:
+        return []
+    suspects = [add for version in read.versions for add in _added(layout, table, version)
+                if _may_be_before(add, column, read.watermark_ms)]
+    if not suspects:
+        return []
+    from pyspark.sql import functions as F
+
+    root = layout.table(table)
+    watermark = F.timestamp_millis(F.lit(read.watermark_ms))
+    window = F.window(column, duration)
+    rows = (spark.read.option("basePath", root)
+            .parquet(*[f"{root}/{unquote(add['path'])}" for add in suspects])
+            .where(F.col(column) < watermark)
+            .select(window.alias("w")).where(F.col("w.end") <= watermark)
+            .select(F.unix_micros("w.start").alias("start"), F.unix_micros("w.end").alias("end"))
+            .distinct().collect())
+    return sorted((int(row["start"]), int(row["end"])) for row in rows)
+
+
+def _entry(layout: StorageLayout, checkpoint: FlowCheckpoint, batch_id: int,
+           ) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    """The metadata and the (one) source offset of ``offsets/<batch_id>``."""
+    text = layout.fs.read_text(f"{checkpoint.offsets}/{batch_id}")
+    if text is None:
+        return None
+    lines = text.splitlines()
+    return json.loads(lines[1]), json.loads(lines[2])
+
+
+def _added(layout: StorageLayout, table: str, version: int) -> list[dict[str, Any]]:
+    """The files ``table``'s commit ``version`` added as new data (compaction's rewrites are not)."""
+    text = layout.fs.read_text(layout.commit_file(table, version)) or ""
+    actions = (json.loads(line) for line in text.splitlines() if line.strip())
+    return [a["add"] for a in actions if "add" in a and a["add"].get("dataChange", True)]
+
+
+def _may_be_before(add: dict[str, Any], column: str, watermark_ms: int) -> bool:
+    """Whether file ``add`` may hold a row of ``column`` before the watermark (so without statistics)."""
+    try:
+        smallest = json.loads(add["stats"])["minValues"][column]
+    except (KeyError, TypeError, ValueError):
+        return True
+    if smallest is None:
+        return True
+    moment = datetime.fromisoformat(str(smallest).replace("Z", "+00:00"))
+    if moment.tzinfo is None:  # a TIMESTAMP_NTZ column: Spark's watermark takes it as UTC
+        moment = moment.replace(tzinfo=UTC)
+    return moment.timestamp() * 1000 < watermark_ms
