@@ -46,15 +46,15 @@ ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = Path(os.environ.get("DELTAFLOW_TEST_ARTIFACTS", "test-artifacts"))
 #: Growth allowed from the middle third to the last: flat or bounded, not a leak or a pile-up.
 GROWTH = 1.25
-#: What bounds each area: maintenance compacts and vacuums, Delta keeps 30 minutes of log and an hour of
-#: removed files (the shortest retention a VACUUM beside running batches accepts), Spark keeps 100 batches of
-#: checkpoint (minBatchesToRetain), the event log an hour of its own log.
+#: What bounds each area: maintenance compacts and vacuums, Delta keeps an hour of log and of removed files
+#: (the shortest file retention a VACUUM beside running batches accepts; Delta wants the log kept at least as
+#: long), Spark keeps 100 batches of checkpoint (minBatchesToRetain), the event log an hour of its own log.
 SPEC_EXTRA = """
 maintenance:
   optimize_every: 100
   vacuum_every: 10 minutes
 table_properties:
-  delta.logRetentionDuration: interval 30 minutes
+  delta.logRetentionDuration: interval 1 hour
   delta.deletedFileRetentionDuration: interval 1 hour
 """
 

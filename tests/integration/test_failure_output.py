@@ -37,3 +37,18 @@ def test_a_failed_flow_prints_one_line_and_leaves_its_stack_in_the_log(tmp_path:
     assert len(done.stderr.splitlines()) <= 6, done.stderr  # the run's header, the flows' lines, the error
     text = Path(log).read_text()
     assert "bad id e1" in text and "\tat org.apache.spark" in text, text[-3000:]
+
+
+def test_table_properties_delta_refuses_are_one_line_naming_the_table(tmp_path: Path) -> None:
+    project = Project(tmp_path / "p", FAILS, spec_extra="table_properties:\n"
+                      "  delta.logRetentionDuration: interval 30 minutes\n"
+                      "  delta.deletedFileRetentionDuration: interval 1 hour\n")
+    project.drop("0.json", [{"id": "e1"}])
+    command = [sys.executable, "-m", "deltaflow", "run", "--available-now", "--quiet", "--spec",
+               str(project.spec_path)]
+    done = subprocess.run(command, capture_output=True, text=True, env=cli_env(), timeout=300)
+    assert done.returncode == 1
+    errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "Traceback" not in done.stderr, done.stderr[-3000:]
+    assert "DF-CONFIG" in errors[0] and "table 'bronze'" in errors[0], errors[0]
+    assert "delta.logRetentionDuration" in errors[0] and "defs.py:4" in errors[0], errors[0]

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from deltaflow.errors import SinkError
+from deltaflow.errors import ConfigError, SinkError, first_line
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -24,8 +24,14 @@ if TYPE_CHECKING:
 
 def ensure_table(spark: SparkSession, dataset: Dataset, path: str, schema: StructType,
                  properties: Mapping[str, str]) -> None:
-    """Create the Delta table at ``path`` with ``schema`` and table ``properties`` unless it exists."""
+    """Create the Delta table at ``path`` with ``schema`` and table ``properties`` unless it exists.
+
+    Raises:
+        ConfigError: Delta refused the table's properties (one retention shorter than another, say).
+
+    """
     from delta.tables import DeltaTable
+    from pyspark.errors import IllegalArgumentException
 
     builder = DeltaTable.createIfNotExists(spark).location(path).addColumns(schema)
     if dataset.partition_cols:
@@ -34,7 +40,12 @@ def ensure_table(spark: SparkSession, dataset: Dataset, path: str, schema: Struc
         builder = builder.property(key, value)
     if dataset.comment:
         builder = builder.comment(dataset.comment)
-    builder.execute()
+    try:
+        builder.execute()
+    except IllegalArgumentException as exc:
+        raise ConfigError(f"table '{dataset.name}': Delta refuses its table_properties: {first_line(exc)}",
+                          location=str(dataset.location),
+                          hint="change table_properties in deltaflow.yml or the definition") from None
 
 
 def check_schema(spark: SparkSession, flow: Flow, dataset: Dataset, path: str, schema: StructType,
