@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 
 from deltalake import DeltaTable
 
@@ -111,3 +112,23 @@ def test_python_udfs_of_a_definition_file_run_in_sparks_python_workers(spark, ma
     silver = sorted((r["id"], r["email"], r["domain_length"])
                     for r in DeltaTable(project.table("silver")).to_pyarrow_table().to_pylist())
     assert silver == [(1, "a***@example.org#masked", 11), (2, "b***@x.io#masked", 4)]
+
+
+
+def test_a_run_slower_to_resolve_than_its_lease_lasts_keeps_its_tables(
+        spark, make_project, monkeypatch) -> None:
+    from deltaflow.resolve.resolver import Resolver
+
+    real = Resolver.resolve
+
+    def slow(self: Resolver) -> None:  # creating the tables on a busy machine, a cold JVM: seconds
+        time.sleep(2.5)
+        real(self)
+
+    monkeypatch.setattr(Resolver, "resolve", slow)
+    project = make_project(APPEND_FLOWS, spec_extra="lease:\n  ttl: 3 seconds\n")
+    project.drop("0.json", [{"id": "a"}], folder="web")
+    (project.root / "shop").mkdir()
+    outcomes = project.run(spark)  # the holds are renewed while the run resolves, not only after
+    assert {o.state for o in outcomes} == {"completed"}, outcomes
+    assert [r["id"] for r in project.rows("all_orders")] == ["a"]

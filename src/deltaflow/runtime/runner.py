@@ -122,6 +122,7 @@ class PipelineRun:
         # One writing run per table: refused before anything is written (a part's tables are known once
         # the graph is resolved; resolving creates only tables that do not exist).
         self.leases.acquire(self._selected() if self.plan.refresh is None else ())
+        self.leases.start_renewing()  # now: resolving can take longer than a lease lasts on a busy machine
         finish_rewinds(self.spark, self.layout, self.on_message)
         for dataset in (d for d, spec in self.graph.datasets.items() if spec.stored):
             if self.layout.fs.exists(self.layout.delta_log(dataset)):
@@ -133,7 +134,6 @@ class PipelineRun:
         recorded = recorded_carriers(self.layout, self.graph, selected)  # what a carrier runs, it writes
         selected |= {self.graph.flows[d].target for ds in recorded.values() for d in ds}
         self.leases.acquire(selected)
-        self.leases.start_renewing()
         refreshing = self._full_refresh_set(selected, set())
         left = {u: ts for u, ts in leaving(self.resolver, self.layout, recorded, self.trigger_of).items()
                 if self.graph.flows[u].target not in refreshing}  # (a refreshed carrier starts anew anyway)

@@ -33,7 +33,6 @@ from dataclasses import dataclass
 from functools import reduce
 from typing import TYPE_CHECKING
 
-from deltaflow.faults import crash_point
 from deltaflow.sinks.late_rows import late_windows
 
 if TYPE_CHECKING:
@@ -122,7 +121,6 @@ class IncrementalRefresh:
             if replayed:
                 totals.unpersist()
         if self.plan.lateness is not None:
-            crash_point(f"before_late_windows:{self.view.name}")
             refresh = self._refresh
             late = late_windows(batch.sparkSession, self.view.layout, self.view.checkpoint, batch_id,
                                 self.plan.input, refresh.column, refresh.duration)
