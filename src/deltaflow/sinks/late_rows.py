@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 
     from deltaflow.storage import FlowCheckpoint, StorageLayout
 
+
 @dataclass(frozen=True)
 class BatchInput:
     """What one batch of a Delta-sourced query read, from its checkpoint's offset log.
@@ -53,10 +54,11 @@ class BatchInput:
 def batch_input(layout: StorageLayout, checkpoint: FlowCheckpoint, batch_id: int) -> BatchInput | None:
     """The watermark and input versions of batch ``batch_id`` (None: its offsets are not in the log).
 
-    A Delta source's offset ``{reservoirVersion: v, index: i, isStartingVersion: s}`` says where the batch
-    stopped: every file before index ``i`` of version ``v`` was read (``i = -1``: none of ``v``); with
-    ``s`` the versions up to ``v`` were read as one snapshot. The batch read from the previous batch's end
-    to its own, so the versions between the two (both ends included) hold every file it read.
+    A Delta source's offset ``{reservoirVersion: v, index: i, isStartingVersion: s}`` says where a batch
+    stopped: at file ``i`` of version ``v``, or, with ``s``, at the end of the snapshot of version ``v``
+    read whole. A batch read from the previous batch's end to its own, so the versions from the one to the
+    other (both included, after a snapshot the one after it) hold every file it read, and perhaps a few
+    files of its neighbours: finding a late row there too only recomputes a window once more.
     """
     end = _entry(layout, checkpoint, batch_id)
     if end is None:
