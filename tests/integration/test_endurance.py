@@ -9,10 +9,11 @@ and data. At the end the run is stopped with SIGTERM, a drain run reads what is 
 
 * every event is in bronze once and silver holds each event id once (nothing lost, nothing twice);
 * no flow failed;
-* after the first third (warm-up), memory, batch durations and every area but the tables' data stay flat
-  or bounded: the last third's highest value is at most :data:`GROWTH` times the middle third's (plus a
-  little slack). The tables' data grows with the input (reported per million events), and so do the event
-  log's rows, one per batch (reported per hour).
+* after the first third (warm-up), how far bronze is behind the generator (so a rate the pipeline cannot
+  keep up with fails), memory, batch durations and every area but the tables' data stay flat or bounded:
+  the last third's highest value is at most :data:`GROWTH` times the middle third's (plus a little slack).
+  The tables' data grows with the input (reported per million events), and so do the event log's rows,
+  one per batch (reported per hour).
 
 The report is ``test-artifacts/endurance.json`` and ``endurance.png`` (with matplotlib, which ``make
 endurance`` installs).
@@ -113,6 +114,15 @@ def areas(storage: Path) -> dict[str, tuple[int, int]]:
     return found
 
 
+def landed(storage: Path) -> int | None:
+    """The rows in bronze, from its Delta log's file statistics (None: no table yet)."""
+    try:
+        actions = DeltaTable(str(storage / "tables" / "bronze_clicks")).get_add_actions(flatten=True)
+    except Exception:  # not created yet
+        return None
+    return sum(n or 0 for n in actions.column("num_records").to_pylist())
+
+
 def bounded(series: list[float], slack: float) -> bool:
     """Flat or bounded after warm-up: the last third's peak within GROWTH of the middle third's."""
     third = len(series) // 3
@@ -147,8 +157,10 @@ def test_endurance(spark, kafka_bootstrap: str, tmp_path: Path, capsys, monkeypa
     while time.monotonic() - start < HOURS * 3600:
         time.sleep(SAMPLE_SECONDS)
         assert run.poll() is None, (tmp_path / "run.log").read_text()[-3000:]
+        produced, bronze_rows = generator.produced, landed(storage)
         samples.append({"t": round(time.monotonic() - start), **memory_mib(run.pid), **areas(storage),
-                        "produced": generator.produced})
+                        "produced": produced,
+                        "behind": None if bronze_rows is None else max(0, produced - bronze_rows)})
         # kept as they come: a run that dies still leaves what led up to it
         (ARTIFACTS / "endurance-samples.json").write_text(json.dumps(samples, default=str))
     generator.stop()
@@ -178,6 +190,9 @@ def test_endurance(spark, kafka_bootstrap: str, tmp_path: Path, capsys, monkeypa
     memory = ("python_rss", "jvm_rss", "jvm_heap_used")
     disk = [k for k in samples[-1] if "/" in k or k in ("checkpoints", "state")]
     verdict = {
+        # half a minute of input: batches take in what came while the one before ran
+        "behind": bounded([s["behind"] for s in samples if s["behind"] is not None],
+                          slack=events_per_second * 30),
         **{m: bounded([s[m] for s in samples if s[m] is not None], slack=64) for m in memory},
         **{d: bounded([s[d][0] for s in samples if d in s], slack=4 * 2**20) for d in disk},
         **{f"{flow} batch ms": bounded(v, slack=500) for flow, v in durations.items()},
@@ -223,6 +238,11 @@ def chart(report: dict[str, Any], path: Path) -> None:
         step = report["sample_seconds"] * 10 / 60
         dur.plot([i * step for i in range(len(values))], values, label=flow)
     dur.set(ylabel="batch ms (median)")
+    behind = dur.twinx()
+    behind.plot(minutes, [s.get("behind") for s in samples], color="grey", linestyle=":",
+                label="events behind")
+    behind.set(ylabel="events produced, not in bronze yet")
+    behind.legend(fontsize=7, loc="upper right")
     for key in samples[-1]:
         if isinstance(samples[-1][key], list | tuple) and not key.endswith(" data"):
             disk.plot(minutes, [s[key][0] / 2**20 if key in s else None for s in samples], label=key)
