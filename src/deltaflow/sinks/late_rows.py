@@ -90,7 +90,7 @@ def late_windows(spark: SparkSession, layout: StorageLayout, checkpoint: FlowChe
     read = batch_input(layout, checkpoint, batch_id)
     if read is None or read.watermark_ms <= 0:
         return []
-    suspects = [add for version in read.versions for add in _added(layout, table, version)
+    suspects = [add for version in read.versions for add in added_files(layout, table, version)
                 if _may_be_before(add, column, read.watermark_ms)]
     if not suspects:
         return []
@@ -118,7 +118,7 @@ def _entry(layout: StorageLayout, checkpoint: FlowCheckpoint, batch_id: int,
     return json.loads(lines[1]), json.loads(lines[2])
 
 
-def _added(layout: StorageLayout, table: str, version: int) -> list[dict[str, Any]]:
+def added_files(layout: StorageLayout, table: str, version: int) -> list[dict[str, Any]]:
     """The files ``table``'s commit ``version`` added as new data (compaction's rewrites are not)."""
     text = layout.fs.read_text(layout.commit_file(table, version)) or ""
     actions = (json.loads(line) for line in text.splitlines() if line.strip())

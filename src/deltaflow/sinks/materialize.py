@@ -24,7 +24,6 @@ Example:
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -37,6 +36,7 @@ from deltaflow.sinks.conflicts import retry_conflicts
 from deltaflow.sinks.idempotent import flow_app_id, idempotent_writes
 from deltaflow.sinks.incremental import IncrementalRefresh
 from deltaflow.sinks.incremental_plan import plan_view
+from deltaflow.sinks.late_rows import added_files
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -319,13 +319,7 @@ def newest_data_version(layout: StorageLayout, dataset: str, look_back: int = 10
     """
     versions = sorted((int(name[:-5]) for name in layout.fs.list(layout.delta_log(dataset))
                        if name.endswith(".json") and name[:-5].isdigit()), reverse=True)
-    for version in versions[:look_back]:
-        text = layout.fs.read_text(layout.commit_file(dataset, version)) or ""
-        for line in filter(str.strip, text.splitlines()):
-            add = json.loads(line).get("add")
-            if add is not None and add.get("dataChange", True):
-                return version
-    return None
+    return next((v for v in versions[:look_back] if added_files(layout, dataset, v)), None)
 
 
 def window_predicate(output: str, starts: list[int]) -> str:
