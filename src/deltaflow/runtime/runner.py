@@ -277,7 +277,10 @@ class PipelineRun:
             if self.leases.lost:  # another run writes these tables now: stop at once, not between batches
                 self.stop(grace_seconds=0)
                 stop.set()
-            if not (self.pending or any(q.isActive for n, q in self.queries.items() if n not in self._ended)):
+            # A query not yet looked at by the restart pass counts as running: it may have ended after that
+            # pass, and ending the run now would leave it unrestarted.
+            carried = self.carry.carried
+            if not (self.pending or any(n not in self._ended for n in self.queries if n not in carried)):
                 break
             self._wake.wait(POLL_SECONDS)
             self._wake.clear()
