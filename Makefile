@@ -68,6 +68,7 @@ bench: setup  # every benchmark (~3 h on 2 cores, most of it compaction.py), the
 	$(BIN)/python benchmarks/bronze_ingest.py
 	$(BIN)/python benchmarks/freshness.py
 	$(BIN)/python benchmarks/gold_batches.py
+	$(BIN)/python benchmarks/view_state.py
 	$(BIN)/python benchmarks/cdc_merge.py
 	$(BIN)/python benchmarks/growth.py
 	$(BIN)/python benchmarks/quality.py

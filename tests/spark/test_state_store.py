@@ -1,6 +1,6 @@
 """deltaflow.sinks.state_store: stateful flows keep their state in RocksDB (changelog checkpointing), the
 store recorded in the checkpoint; a restart restores it (a duplicate across runs is still dropped); a
-session that names its own store keeps it."""
+session that names its own store, or any of deltaflow's settings for it, keeps them."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 from deltalake import DeltaTable
 
-from deltaflow.sinks.state_store import PROVIDER, ROCKSDB
+from deltaflow.sinks.state_store import NO_DATA_BATCHES, PROVIDER, ROCKSDB, TUNING, state_store
 from helpers import Project
 
 DEFS = """
@@ -61,3 +61,17 @@ def test_a_session_naming_its_own_store_keeps_it(spark, make_project) -> None:  
         spark.conf.unset(PROVIDER)
     assert recorded_conf(project)[PROVIDER] == HDFS
     assert ids(project) == ["a"]
+
+
+def test_the_settings_a_session_names_are_kept_and_the_others_set_for_the_block(spark) -> None:  # type: ignore[no-untyped-def]
+    named, *others = TUNING
+    spark.conf.set(named, "mine")
+    try:
+        with state_store(spark, empty_batches=False):
+            assert spark.conf.get(named) == "mine"
+            assert [spark.conf.get(key) for key in (PROVIDER, *others, NO_DATA_BATCHES)] == \
+                [ROCKSDB, *(TUNING[key] for key in others), "false"]
+        assert spark.conf.get(named) == "mine"
+        assert all(spark.conf.get(key, None) is None for key in (PROVIDER, *others, NO_DATA_BATCHES))
+    finally:
+        spark.conf.unset(named)

@@ -2,10 +2,9 @@
 
 Each flow writes through its own checkpoint (see :mod:`deltaflow.runtime.checkpoints`), so each restarts
 on its own; a flow that fails stops alone while the others go on: its failure goes into the event log at
-once, and the run reports it at the end.
-Flows that stop by themselves (available-now, once) start once the flows they read from have finished, so
-one run carries new data from bronze to gold; continuous flows all start at once. A stop request (Ctrl-C,
-SIGTERM) lets each flow finish the batch it is writing, then stops it.
+once, and the run reports it at the end. Flows that stop by themselves (available-now, once) start once the
+flows they read from have finished, so one run carries new data from bronze to gold; continuous flows all
+start at once. A stop request (Ctrl-C, SIGTERM) lets each flow finish the batch it is writing, then stops it.
 
 Build it through the facade, :meth:`deltaflow.pipeline.Pipeline.start` / ``run``.
 
@@ -277,9 +276,7 @@ class PipelineRun:
             if self.leases.lost:  # another run writes these tables now: stop at once, not between batches
                 self.stop(grace_seconds=0)
                 stop.set()
-            # A query not yet looked at by the restart pass counts as running: it may have ended after that
-            # pass, and ending the run now would leave it unrestarted.
-            carried = self.carry.carried
+            carried = self.carry.carried  # a query ended since the restart pass looked is not over yet:
             if not (self.pending or any(n not in self._ended for n in self.queries if n not in carried)):
                 break
             self._wake.wait(POLL_SECONDS)

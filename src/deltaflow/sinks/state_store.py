@@ -12,9 +12,15 @@ lateness (``dp.by_window(..., lateness=...)``) is the exception: it is meant to 
 is every distinct value of each recent window (the clickstream's hour: about five million (product,
 user) pairs at 3,300 events/s), which the default store would copy on the heap at every batch.
 
+deltaflow also changes two of Spark's RocksDB settings (:data:`TUNING`) and, for a view with a lateness,
+skips the batches Spark runs without new rows only to drop old state (the next batch with rows drops it;
+the view's rows do not change either way). ``benchmarks/view_state.py`` measures the difference on a view
+that runs for hours.
+
 Chosen when a query starts, for that query alone: Spark records the provider in the checkpoint, so a query
 restarted from an existing checkpoint keeps the store it began with. A session that names a provider
-itself (the spec's ``configuration``, a notebook's session) keeps its own.
+itself (the spec's ``configuration``, a notebook's session) keeps its own, and so does a session that
+names any of the settings.
 
 Example:
     >>> with state_store(spark):  # doctest: +SKIP
@@ -33,23 +39,44 @@ if TYPE_CHECKING:
 
 PROVIDER = "spark.sql.streaming.stateStore.providerClass"
 ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
-CHANGELOG = "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled"
+NO_DATA_BATCHES = "spark.sql.streaming.noDataMicroBatches.enabled"
+_ROCKSDB = "spark.sql.streaming.stateStore.rocksdb."
+#: RocksDB settings deltaflow starts its queries with. Changelog checkpointing: a batch writes its changes,
+#: not the state. No running count of the stored rows: Spark would read each key before writing or deleting
+#: it, and a view drops a whole window's pairs at once. The store's memory bounded and shared by the
+#: executor's stores: one cache holds a view's recent windows, where each store's own 8 MB cache is read
+#: again from its files by every batch's scan for old keys.
+TUNING = {f"{_ROCKSDB}changelogCheckpointing.enabled": "true",
+          f"{_ROCKSDB}trackTotalNumberOfRows": "false",
+          f"{_ROCKSDB}boundedMemoryUsage": "true"}
 
 
 @contextmanager
-def state_store(spark: SparkSession) -> Iterator[None]:
-    """Start the queries of this block on RocksDB, unless the session names a state store of its own."""
-    conf = spark.conf
-    if conf.get(PROVIDER, None) is not None:
+def state_store(spark: SparkSession, *, empty_batches: bool = True) -> Iterator[None]:
+    """Start the queries of this block on RocksDB, unless the session names a state store of its own.
+
+    Args:
+        spark: The session.
+        empty_batches: Let Spark run a batch without new rows when old state can be dropped.
+
+    """
+    own_store = spark.conf.get(PROVIDER, None) is not None
+    settings = {} if own_store else {PROVIDER: ROCKSDB, **TUNING}
+    if not empty_batches:
+        settings[NO_DATA_BATCHES] = "false"
+    with session_settings(spark, settings):
         yield
-        return
-    own_changelog = conf.get(CHANGELOG, None) is not None
-    conf.set(PROVIDER, ROCKSDB)
-    if not own_changelog:
-        conf.set(CHANGELOG, "true")
+
+
+@contextmanager
+def session_settings(spark: SparkSession, settings: dict[str, str]) -> Iterator[None]:
+    """Set ``settings`` on the session for this block, each unless the session names it already."""
+    conf = spark.conf
+    ours = [key for key in settings if conf.get(key, None) is None]
+    for key in ours:
+        conf.set(key, settings[key])
     try:
         yield
     finally:
-        conf.unset(PROVIDER)
-        if not own_changelog:
-            conf.unset(CHANGELOG)
+        for key in ours:
+            conf.unset(key)

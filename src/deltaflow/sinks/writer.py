@@ -128,7 +128,7 @@ class FlowWriters:
             view = self.view(flow.target)
             if view.incremental is None or view.incremental.plan.lateness is None:
                 return view.start(trigger)
-            with state_store(self.spark):
+            with state_store(self.spark, empty_batches=False):  # update mode: dropping state changes no row
                 return view.start(trigger)
         with state_store(self.spark):
             return self._start(flow, trigger, into)
