@@ -276,7 +276,7 @@ class PipelineRun:
             if self.leases.lost:  # another run writes these tables now: stop at once, not between batches
                 self.stop(grace_seconds=0)
                 stop.set()
-            carried = self.carry.carried  # a query ended since the restart pass looked is not over yet:
+            carried = self.carry.carried  # a query that ended after the restart pass looked: not over yet
             if not (self.pending or any(n not in self._ended for n in self.queries if n not in carried)):
                 break
             self._wake.wait(POLL_SECONDS)

@@ -12,7 +12,7 @@ lateness (``dp.by_window(..., lateness=...)``) is the exception: it is meant to 
 is every distinct value of each recent window (the clickstream's hour: about five million (product,
 user) pairs at 3,300 events/s), which the default store would copy on the heap at every batch.
 
-deltaflow also changes two of Spark's RocksDB settings (:data:`TUNING`) and, for a view with a lateness,
+deltaflow also chooses some of Spark's RocksDB settings (:data:`TUNING`) and, for a view with a lateness,
 skips the batches Spark runs without new rows only to drop old state (the next batch with rows drops it;
 the view's rows do not change either way). ``benchmarks/view_state.py`` measures the difference on a view
 that runs for hours.
