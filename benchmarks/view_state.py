@@ -17,7 +17,7 @@ reports of the state operators (rows kept, time spent removing old keys, committ
 The contestants take turns in a rotating order at each step; the first ``--warm-up`` steps (the first
 windows filling) are not reported.
 
-    .venv/bin/python benchmarks/view_state.py [--rows 100000] [--seconds 300] [--steps 30]
+    .venv/bin/python benchmarks/view_state.py [--rows 150000] [--seconds 600] [--warm-up 3] [--steps 15]
 """
 
 from __future__ import annotations
@@ -150,10 +150,10 @@ def hand_written_exact(spark: Any, root: Path, silver: str) -> Callable[[], dict
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rows", type=int, default=100_000, help="silver rows per step")
-    parser.add_argument("--seconds", type=int, default=300, help="event time per step")
-    parser.add_argument("--steps", type=int, default=30, help="steps after the warm-up")
-    parser.add_argument("--warm-up", type=int, default=6, help="steps not reported")
+    parser.add_argument("--rows", type=int, default=150_000, help="silver rows per step")
+    parser.add_argument("--seconds", type=int, default=600, help="event time per step")
+    parser.add_argument("--steps", type=int, default=15, help="steps after the warm-up")
+    parser.add_argument("--warm-up", type=int, default=3, help="steps not reported")
     parser.add_argument("--users", type=int, default=500_000)
     parser.add_argument("--products", type=int, default=500)
     args = parser.parse_args()
