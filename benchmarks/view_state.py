@@ -33,7 +33,8 @@ from pathlib import Path
 from typing import Any
 
 from deltaflow.pipeline import Pipeline
-from deltaflow.runtime.session import build_session
+from deltaflow.runtime.session import build_session, session_settings
+from freshness_contestants import HandWrittenExact
 from gold_batches import spread
 from results import Figure, machine_line, save, versions_line
 
@@ -88,13 +89,8 @@ def batch_figures(progress: list[Any]) -> dict[str, float]:
 
 def with_conf(spark: Any, conf: dict[str, str], run: Callable[[], dict[str, float]]) -> dict[str, float]:
     """``run()`` with ``conf`` set on the session while it starts its queries."""
-    for key, value in conf.items():
-        spark.conf.set(key, value)
-    try:
+    with session_settings(spark, conf):
         return run()
-    finally:
-        for key in conf:
-            spark.conf.unset(key)
 
 
 def deltaflow_contestant(spark: Any, root: Path, silver: str, conf: dict[str, str],
@@ -113,9 +109,9 @@ def deltaflow_contestant(spark: Any, root: Path, silver: str, conf: dict[str, st
 
 
 def hand_written_exact(spark: Any, root: Path, silver: str) -> Callable[[], dict[str, float]]:
-    """The exact aggregation by hand: Spark's dedup state for the distinct users, update mode, MERGE."""
+    """``freshness.py``'s exact gold by hand over a watermarked silver: its dedup state drops old hours,
+    update mode, MERGE."""
     from delta.tables import DeltaTable
-    from pyspark.sql import functions as F
 
     gold = str(root / "gold")
 
@@ -128,16 +124,8 @@ def hand_written_exact(spark: Any, root: Path, silver: str) -> Callable[[], dict
          .whenMatchedUpdateAll().whenNotMatchedInsertAll().execute())  # update mode: a group's totals
 
     def run() -> dict[str, float]:
-        clicks = (spark.readStream.format("delta").load(silver)
-                  .withWatermark("event_timestamp", "10 minutes")
-                  .withColumn("window", F.window("event_timestamp", "1 hour")))
-        rows = clicks.select("window", "product_id", "revenue", F.lit(None).cast("string").alias("user"))
-        users = (clicks.dropDuplicates(["window", "product_id", "user_id"])
-                 .select("window", "product_id", F.lit(None).cast("double").alias("revenue"),
-                         F.col("user_id").alias("user")))
-        totals = (rows.unionByName(users).groupBy("window", "product_id")
-                  .agg(F.count(F.when(F.col("user").isNull(), 1)).alias("view_count"),
-                       F.count("user").alias("unique_users"), F.sum("revenue").alias("total_revenue")))
+        totals = HandWrittenExact.hourly_metrics(
+            spark.readStream.format("delta").load(silver).withWatermark("event_timestamp", "10 minutes"))
         query = (totals.writeStream.outputMode("update").foreachBatch(merge)
                  .option("checkpointLocation", str(root / "checkpoint")).trigger(availableNow=True).start())
         query.awaitTermination()

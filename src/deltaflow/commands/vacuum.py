@@ -29,6 +29,7 @@ from deltaflow.commands.tables import open_table
 from deltaflow.durations import human, parse_duration
 from deltaflow.errors import ConfigError
 from deltaflow.faults import crash_point
+from deltaflow.runtime.session import session_settings
 
 if TYPE_CHECKING:
     from deltaflow.resolve.resolver import Resolver
@@ -110,20 +111,11 @@ def _vacuum(resolver: Resolver, table: str, retention: timedelta, dry_run: bool)
         # Delta lists the table's folders in this many tasks, 10,000 by default: 100 s of scheduling for a
         # small table on two cores. A few tasks per core list as fast.
         settings[LISTING] = str(4 * spark.sparkContext.defaultParallelism)
-    before = {key: spark.conf.get(key, None) for key in settings}
-    for key, value in settings.items():
-        spark.conf.set(key, value)
-    try:
+    with session_settings(spark, settings):
         hours = retention.total_seconds() / 3_600
         if dry_run:
             return spark.sql(f"VACUUM delta.`{path}` RETAIN {hours:.6f} HOURS DRY RUN").count()
         spark.sql(f"VACUUM delta.`{path}` RETAIN {hours:.6f} HOURS").collect()
-    finally:
-        for key, old in before.items():
-            if old is None:
-                spark.conf.unset(key)
-            else:
-                spark.conf.set(key, old)
     ended = next(h for h in open_table(resolver.context.layout, table).history(5)
                  if h.get("operation") == "VACUUM END")
     return int((ended.get("operationMetrics") or {}).get("numDeletedFiles", 0))

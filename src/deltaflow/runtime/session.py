@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 import re
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from importlib import resources
 from pathlib import Path
@@ -293,3 +293,25 @@ def kill_driver_jvm() -> None:
     if proc is not None and proc.poll() is None:
         proc.kill()
         proc.wait(timeout=30)
+
+
+@contextmanager
+def session_settings(spark: SparkSession, settings: Mapping[str, str]) -> Iterator[None]:
+    """Set ``settings`` on ``spark``'s session for this block, then give each key its former value back.
+
+    Example:
+        >>> with session_settings(spark, {"spark.sql.shuffle.partitions": "4"}):  # doctest: +SKIP
+        ...     spark.sql("VACUUM ...").collect()
+
+    """
+    before = {key: spark.conf.get(key, None) for key in settings}
+    for key, value in settings.items():
+        spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        for key, old in before.items():
+            if old is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, old)

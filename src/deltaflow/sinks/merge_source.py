@@ -22,6 +22,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeVar
 
+from deltaflow.runtime.session import session_settings
+
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
@@ -44,14 +46,13 @@ def on_materialized(df: DataFrame, write: Callable[[DataFrame], T], attempts: in
     session = df.sparkSession
     for attempt in range(1, attempts + 1):
         source = df.localCheckpoint(eager=True, storageLevel=StorageLevel.DISK_ONLY)  # as Delta's
-        session.conf.set(MATERIALIZE, "none")
         try:
-            return write(source)
+            with session_settings(session, {MATERIALIZE: "none"}):
+                return write(source)
         except Exception as error:
             if attempt == attempts or LOST_BLOCK not in str(error):
                 raise
         finally:
-            session.conf.unset(MATERIALIZE)
             release(source)
     raise AssertionError("unreachable")
 

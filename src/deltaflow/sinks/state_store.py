@@ -34,6 +34,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
+from deltaflow.runtime.session import session_settings
+
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
@@ -64,19 +66,5 @@ def state_store(spark: SparkSession, *, empty_batches: bool = True) -> Iterator[
     settings = {} if own_store else {PROVIDER: ROCKSDB, **TUNING}
     if not empty_batches:
         settings[NO_DATA_BATCHES] = "false"
-    with session_settings(spark, settings):
+    with session_settings(spark, {k: v for k, v in settings.items() if spark.conf.get(k, None) is None}):
         yield
-
-
-@contextmanager
-def session_settings(spark: SparkSession, settings: dict[str, str]) -> Iterator[None]:
-    """Set ``settings`` on the session for this block, each unless the session names it already."""
-    conf = spark.conf
-    ours = [key for key in settings if conf.get(key, None) is None]
-    for key in ours:
-        conf.set(key, settings[key])
-    try:
-        yield
-    finally:
-        for key in ours:
-            conf.unset(key)
