@@ -53,10 +53,16 @@ def stage_intervals(scale: float | None) -> dict[str, str] | None:
             for stage, seconds in (("bronze", 60), ("silver", 60), ("gold", 300))}
 
 
+#: The lateness of the example's gold (``dp.by_window(..., lateness=...)``): its state keeps recent hours.
+LATENESS = "10 minutes"
+
+
 class Deltaflow:
     """examples/clickstream, in process, continuous (per-flow triggers when ``intervals`` are given)."""
 
     name = "deltaflow"
+    #: Gold as shipped, its state bounded by :data:`LATENESS`; False: every hour kept (the lateness removed).
+    bounded = True
 
     def __init__(self, spark: Any, root: Path, bootstrap: str, topic: str,
                  intervals: dict[str, str] | None = None, max_offsets: int | None = None,
@@ -81,6 +87,12 @@ class Deltaflow:
         if patched.count(self.topic) != 1 or not limited:
             raise RuntimeError(f"{bronze}: 'read_kafka(\"clicks\", {limit}50_000)' not found")
         bronze.write_text(patched)
+        if not self.bounded:
+            gold = project / "transformations" / "gold.py"
+            shipped = f', lateness="{LATENESS}"'
+            if gold.read_text().count(shipped) != 1:
+                raise RuntimeError(f"{gold}: '{shipped}' not found")
+            gold.write_text(gold.read_text().replace(shipped, ""))
         if self.intervals:  # per-flow trigger intervals, declared in the spec as a user would
             stage = {"bronze_clicks": "bronze", "silver_clicks": "silver", GOLD: "gold"}
             flows = "".join(f"    {name}: {{interval: {self.intervals[part]}}}\n"
@@ -162,8 +174,11 @@ class HandWritten:
         silver_stream = self.silver(spark.readStream.format("delta").load(bronze))
         spark.createDataFrame([], silver_stream.schema).write.format("delta").save(silver)
         self._write(silver_stream, "silver", silver)
-        self._write(self.hourly_metrics(spark.readStream.format("delta").load(silver)), "gold", self.gold,
-                    mode="complete")
+        self.start_gold(spark.readStream.format("delta").load(silver))
+
+    def start_gold(self, silver: Any) -> None:
+        """Gold over the ``silver`` stream: the seed's streaming aggregation, every hour, complete mode."""
+        self._write(self.hourly_metrics(silver), "gold", self.gold, mode="complete")
 
     @staticmethod
     def silver(bronze: Any) -> Any:
@@ -230,6 +245,43 @@ class HandWrittenExact(HandWritten):
                 .agg(count(when(~col("pair"), 1)).alias("view_count"),
                      count(when(col("pair"), 1)).alias("unique_users"),
                      sum_("revenue").alias("total_revenue")))
+
+
+class HandWrittenExactBounded(HandWrittenExact):
+    """The exact jobs with gold's state bounded as the example's: the same watermark, :data:`LATENESS`, on
+    gold's input, so Spark drops an hour's state once the watermark passes its end; update mode, each
+    batch's changed groups MERGEd into gold by (window, product). The same work as deltaflow's gold.
+    """
+
+    def start_gold(self, silver: Any) -> None:
+        totals = self.hourly_metrics(silver.withWatermark("event_timestamp", LATENESS))
+        writer = (totals.writeStream.outputMode("update").foreachBatch(merge_into(self.spark, self.gold))
+                  .option("checkpointLocation", f"{self.base}/checkpoints/gold"))
+        if self.intervals:
+            writer = writer.trigger(processingTime=self.intervals["gold"])
+        self.queries.append(writer.start())
+
+
+class DeltaflowEveryHour(Deltaflow):
+    """examples/clickstream with its gold's lateness removed: every hour kept, as the complete-mode exact
+    jobs keep them."""
+
+    bounded = False
+
+
+def merge_into(spark: Any, gold: str) -> Callable[[Any, int], None]:
+    """A foreachBatch function MERGEing an update-mode batch of hourly totals into ``gold`` by group."""
+    from delta.tables import DeltaTable
+
+    def merge(batch: Any, batch_id: int) -> None:
+        if not DeltaTable.isDeltaTable(spark, gold):
+            batch.write.format("delta").save(gold)
+            return
+        (DeltaTable.forPath(spark, gold).alias("t")
+         .merge(batch.alias("s"), "t.window = s.window AND t.product_id = s.product_id")
+         .whenMatchedUpdateAll().whenNotMatchedInsertAll().execute())
+
+    return merge
 
 
 Contestant = type[Deltaflow] | type[HandWritten]

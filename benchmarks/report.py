@@ -18,9 +18,9 @@ from typing import Any
 from results import RESULTS, need
 
 HERE = Path(__file__).resolve().parent
-ORDER = ["profile_pipeline", "bronze_ingest", "freshness", "gold_batches", "view_state", "cdc_merge",
-         "growth_cdc", "growth_gold", "quality", "compaction", "restart", "sdp_orders", "storage_s3",
-         "cluster"]
+ORDER = ["profile_pipeline", "bronze_ingest", "freshness", "freshness_every_hour", "gold_batches",
+         "view_state", "cdc_merge", "growth_cdc", "growth_gold", "quality", "compaction", "restart",
+         "sdp_orders", "storage_s3", "cluster"]
 COLOURS = {"deltaflow": "tab:blue", "hand-written": "tab:orange"}
 
 

@@ -34,7 +34,7 @@ from typing import Any
 
 from deltaflow.pipeline import Pipeline
 from deltaflow.runtime.session import build_session, session_settings
-from freshness_contestants import HandWrittenExact
+from freshness_contestants import LATENESS, HandWrittenExact, merge_into
 from gold_batches import spread
 from results import Figure, machine_line, save, versions_line
 
@@ -111,22 +111,10 @@ def deltaflow_contestant(spark: Any, root: Path, silver: str, conf: dict[str, st
 def hand_written_exact(spark: Any, root: Path, silver: str) -> Callable[[], dict[str, float]]:
     """``freshness.py``'s exact gold by hand over a watermarked silver: its dedup state drops old hours,
     update mode, MERGE."""
-    from delta.tables import DeltaTable
-
-    gold = str(root / "gold")
-
-    def merge(batch: Any, batch_id: int) -> None:
-        if not DeltaTable.isDeltaTable(spark, gold):
-            batch.write.format("delta").save(gold)
-            return
-        (DeltaTable.forPath(spark, gold).alias("t")
-         .merge(batch.alias("s"), "t.window = s.window AND t.product_id = s.product_id")
-         .whenMatchedUpdateAll().whenNotMatchedInsertAll().execute())  # update mode: a group's totals
-
     def run() -> dict[str, float]:
         totals = HandWrittenExact.hourly_metrics(
-            spark.readStream.format("delta").load(silver).withWatermark("event_timestamp", "10 minutes"))
-        query = (totals.writeStream.outputMode("update").foreachBatch(merge)
+            spark.readStream.format("delta").load(silver).withWatermark("event_timestamp", LATENESS))
+        query = (totals.writeStream.outputMode("update").foreachBatch(merge_into(spark, str(root / "gold")))
                  .option("checkpointLocation", str(root / "checkpoint")).trigger(availableNow=True).start())
         query.awaitTermination()
         return batch_figures(query.recentProgress)

@@ -63,8 +63,9 @@ table_properties:
 def rate() -> tuple[int, str]:
     """Events per second and why: ``$DELTAFLOW_ENDURANCE_RATE``, else a quarter of the sustainable rate.
 
-    A quarter, not half: the sustainable rate was measured before gold kept a bounded state (a lateness),
-    whose batches cost more; at half of it (3,315 events/s) the pipeline fell behind on 2 cores.
+    A quarter, not half: the sustainable rate comes from cells of a few minutes on empty tables, while over
+    hours gold's state holds a whole hour of (hour, product, user) pairs, whose batches cost more; at half
+    an earlier sustainable rate (3,315 events/s) the pipeline fell behind on 2 cores.
     """
     if given := os.environ.get("DELTAFLOW_ENDURANCE_RATE"):
         return int(given), "DELTAFLOW_ENDURANCE_RATE"
