@@ -148,12 +148,17 @@ class HandWritten:
         self.gold = f"{self.base}/delta/gold/hourly_product_metrics"
         self.queries: list[Any] = []
 
-    def _write(self, df: Any, stage: str, path: str, mode: str = "append") -> None:
-        writer = (df.writeStream.format("delta").outputMode(mode)
-                  .option("checkpointLocation", f"{self.base}/checkpoints/{stage}"))
+    def _write(self, df: Any, stage: str, path: str, mode: str = "append",
+               each_batch: Callable[[Any, int], None] | None = None) -> None:
+        """Start ``stage``'s query writing ``df`` to ``path`` (through ``each_batch`` when given)."""
+        checkpoint = f"{self.base}/checkpoints/{stage}"
+        writer = df.writeStream.outputMode(mode).option("checkpointLocation", checkpoint)
         if self.intervals:
             writer = writer.trigger(processingTime=self.intervals[stage])
-        self.queries.append(writer.start(str(path)))
+        if each_batch is not None:
+            self.queries.append(writer.foreachBatch(each_batch).start())
+        else:
+            self.queries.append(writer.format("delta").start(str(path)))
 
     def start(self) -> None:
         from pyspark.sql.functions import col, from_json
@@ -254,12 +259,8 @@ class HandWrittenExactBounded(HandWrittenExact):
     """
 
     def start_gold(self, silver: Any) -> None:
-        totals = self.hourly_metrics(silver.withWatermark("event_timestamp", LATENESS))
-        writer = (totals.writeStream.outputMode("update").foreachBatch(merge_into(self.spark, self.gold))
-                  .option("checkpointLocation", f"{self.base}/checkpoints/gold"))
-        if self.intervals:
-            writer = writer.trigger(processingTime=self.intervals["gold"])
-        self.queries.append(writer.start())
+        self._write(self.hourly_metrics(silver.withWatermark("event_timestamp", LATENESS)), "gold", self.gold,
+                    mode="update", each_batch=merge_into(self.spark, self.gold))
 
 
 class DeltaflowEveryHour(Deltaflow):

@@ -93,12 +93,6 @@ def batch_figures(progress: list[Any]) -> dict[str, float]:
             "commit_seconds": sum(o.commitTimeMs for o in operators) / 1000}
 
 
-def with_conf(spark: Any, conf: dict[str, str], run: Callable[[], dict[str, float]]) -> dict[str, float]:
-    """``run()`` with ``conf`` set on the session while it starts its queries."""
-    with session_settings(spark, conf):
-        return run()
-
-
 def deltaflow_contestant(spark: Any, root: Path, silver: str, conf: dict[str, str],
                          ) -> Callable[[], dict[str, float]]:
     (root / "transformations").mkdir(parents=True)
@@ -107,27 +101,31 @@ def deltaflow_contestant(spark: Any, root: Path, silver: str, conf: dict[str, st
         "name: view_state\nstorage: ./storage\nlibraries: [transformations/*.py]\n")
 
     def run() -> dict[str, float]:
-        pipeline = Pipeline.load(root, spark=spark).start("available_now")
-        pipeline.finish(threading.Event())
+        with session_settings(spark, conf):
+            pipeline = Pipeline.load(root, spark=spark).start("available_now")
+            pipeline.finish(threading.Event())
         return batch_figures(pipeline.queries["gold"].recentProgress)
 
-    return lambda: with_conf(spark, conf, run)
+    return run
 
 
 def hand_written_exact(spark: Any, root: Path, silver: str) -> Callable[[], dict[str, float]]:
     """``freshness.py``'s exact gold by hand over a watermarked silver: its dedup state drops old hours,
     update mode, MERGE."""
+    conf = {"spark.sql.streaming.stateStore.providerClass": ROCKSDB,
+            "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true", **SPARK_DEFAULTS}
+
     def run() -> dict[str, float]:
         totals = HandWrittenExact.hourly_metrics(
             spark.readStream.format("delta").load(silver).withWatermark("event_timestamp", LATENESS))
-        query = (totals.writeStream.outputMode("update").foreachBatch(merge_into(spark, str(root / "gold")))
-                 .option("checkpointLocation", str(root / "checkpoint")).trigger(availableNow=True).start())
-        query.awaitTermination()
+        writer = (totals.writeStream.outputMode("update").foreachBatch(merge_into(spark, str(root / "gold")))
+                  .option("checkpointLocation", str(root / "checkpoint")).trigger(availableNow=True))
+        with session_settings(spark, conf):
+            query = writer.start()
+            query.awaitTermination()
         return batch_figures(query.recentProgress)
 
-    return lambda: with_conf(spark, {"spark.sql.streaming.stateStore.providerClass": ROCKSDB,
-                                     "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled":
-                                     "true", **SPARK_DEFAULTS}, run)
+    return run
 
 
 def main() -> None:
