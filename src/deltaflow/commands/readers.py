@@ -120,16 +120,43 @@ def checkpoint_offsets(layout: StorageLayout, checkpoint: FlowCheckpoint, batch:
     logged = [int(n) for n in fs.list(checkpoint.offsets) if n.isdigit()]
     if batch is None:
         batch = max(committed) if committed else min(logged, default=None)
-    text = None if batch is None else fs.read_text(f"{checkpoint.offsets}/{batch}")
-    offsets: dict[str, int] = {}
+    return {table_id: version for table_id, (version, _) in _delta_offsets(layout, checkpoint, batch).items()}
+
+
+def log_restart_offsets(layout: StorageLayout, checkpoint: FlowCheckpoint) -> dict[str, int | None]:
+    """The Delta tables (by id) the query at ``checkpoint`` streams, with the log entry its restart reads.
+
+    On restart Spark plans the newest batch of its offset log again, committed or not (it calls a V1
+    source's ``getBatch(start, end)``, so that the source can pick up where it was), and Delta's source
+    reads the table's log from that batch's start: the offset of the batch before, older than the one
+    :func:`checkpoint_offsets` gives. With only batch 0 logged, the start is the snapshot its offset names
+    while the query still reads one, else the version before it or the query's ``startingVersion``, which
+    the checkpoint does not hold: None, the whole log, until the query's next batch.
+    """
+    logged = [int(n) for n in layout.fs.list(checkpoint.offsets) if n.isdigit()]
+    if not logged:
+        return {}
+    if (newest := max(logged)) > 0:
+        return {table_id: version for table_id, (version, _) in
+                _delta_offsets(layout, checkpoint, newest - 1).items()}
+    return {table_id: version if snapshot else None
+            for table_id, (version, snapshot) in _delta_offsets(layout, checkpoint, 0).items()}
+
+
+def _delta_offsets(layout: StorageLayout, checkpoint: FlowCheckpoint, batch: int | None,
+                   ) -> dict[str, tuple[int, bool]]:
+    """Each Delta table's offset after ``batch``: the version read next, and whether it is a snapshot."""
+    text = None if batch is None else layout.fs.read_text(f"{checkpoint.offsets}/{batch}")
+    offsets: dict[str, tuple[int, bool]] = {}
     for line in (text or "").splitlines()[2:]:
         try:
             offset = json.loads(line)
         except ValueError:
             continue
         if isinstance(offset, dict) and "reservoirId" in offset:
-            table_id, version = str(offset["reservoirId"]), int(offset["reservoirVersion"])
-            offsets[table_id] = min(version, offsets.get(table_id, version))
+            table_id = str(offset["reservoirId"])
+            found = (int(offset["reservoirVersion"]), bool(offset.get("isStartingVersion")))
+            offsets[table_id] = min(found, offsets.get(table_id, found))
     return offsets
 
 

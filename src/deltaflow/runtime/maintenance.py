@@ -3,7 +3,8 @@
 The run tells the :class:`Maintainer` about every micro-batch it commits; the maintainer compacts a table
 once ``optimize_every`` batches have been written to it since its last compaction (counted from the
 table's Delta log at the start, so a pipeline run every few minutes reaches the count too), compacts every
-table written to each ``optimize_interval``, and runs the stream-aware VACUUM each ``vacuum_every``. One
+table written to each ``optimize_interval``, and runs the stream-aware VACUUM each ``vacuum_every``, with the
+log cleanup of :mod:`deltaflow.commands.log_cleanup` after it (Delta's own keeps up to a day more). One
 job runs at a time, on its own thread, in the run's SparkSession; the flows keep writing meanwhile (a commit
 that loses to the compaction is retried, see :mod:`deltaflow.sinks.conflicts`). A job that fails is
 reported and the run goes on: upkeep never stops the data.
@@ -114,7 +115,6 @@ class Maintainer:
 
     def _run(self, job: str, table: str) -> None:
         from deltaflow.commands.optimize import optimize_table
-        from deltaflow.commands.vacuum import vacuum_table
 
         context = self.resolver.context
         context.spark.sparkContext.setJobGroup(JOB_GROUP, f"deltaflow {job} {table}", interruptOnCancel=True)
@@ -128,17 +128,34 @@ class Maintainer:
                     self._say(f"compacted '{table}': {done.files_removed} files into {done.files_added}")
                 return
             for name in self.tables():
-                try:
-                    result = vacuum_table(self.resolver, name)
-                except ConfigError as exc:
-                    self._say(f"vacuum of '{name}' skipped: {exc.message}")
-                    continue
-                self._say(f"vacuumed '{name}': {result.files} files, removed over "
-                          f"{human(result.retention)} ago")
+                self._vacuum(name)
         except Exception as exc:  # upkeep never stops the data; the next due job tries again
             self._say(f"{job} {table or 'of the tables'} failed: {first_line(exc)}")
         finally:
             context.spark.sparkContext._jsc.clearJobGroup()
+
+    def _vacuum(self, table: str) -> None:
+        """VACUUM ``table``, then trim its log, each as far as the flows reading it allow."""
+        from deltaflow.commands.log_cleanup import clean_log
+        from deltaflow.commands.vacuum import vacuum_table
+
+        try:
+            result = vacuum_table(self.resolver, table)
+            self._say(f"vacuumed '{table}': {result.files} files, removed over {human(result.retention)} ago")
+        except ConfigError as exc:
+            self._say(f"vacuum of '{table}' skipped: {exc.message}")
+        try:
+            trimmed = clean_log(self.resolver, table)
+        except ConfigError as exc:
+            self._say(f"log cleanup of '{table}' skipped: {exc.message}")
+            return
+        if trimmed.retention is None:
+            self._say(f"the log of '{table}' is kept whole: flow '{trimmed.held_by}' reads it from its first "
+                      "entry until its next batch")
+        elif trimmed.files:
+            held = f" (flow '{trimmed.held_by}' reads from there)" if trimmed.held_by else ""
+            self._say(f"trimmed the log of '{table}': {trimmed.files} files, over {human(trimmed.retention)} "
+                      f"old{held}")
 
     def _say(self, text: str) -> None:
         self.on_message(f"maintenance: {text}")
