@@ -75,3 +75,29 @@ def test_a_read_once_view_answers_each_read_once_until_it_writes(tmp_path: Path)
     assert view.fs.list(f"{layout.root}/_leases") == ["a.json"]
     assert view.fs.read_text(layout.lease("a")) == "3"
     assert view.table("x") == layout.table("x") and layout.fs.read_text(layout.lease("a")) == "3"
+
+
+def test_a_restart_reads_the_log_from_the_start_of_the_newest_planned_batch(tmp_path: Path) -> None:
+    from deltaflow.commands.readers import checkpoint_offsets, log_restart_offsets
+
+    layout = StorageLayout(str(tmp_path))
+    checkpoint = layout.start_generation("silver", "silver", 0)
+
+    def plan(batch: int, version: int, snapshot: bool, committed: bool = True) -> None:
+        offset = {"sourceVersion": 1, "reservoirId": "bronze-id", "reservoirVersion": version, "index": -1,
+                  "isStartingVersion": snapshot}
+        layout.fs.write_text(f"{checkpoint.offsets}/{batch}", f"v1\n{{}}\n{json.dumps(offset)}")
+        if committed:
+            layout.fs.write_text(f"{checkpoint.commits}/{batch}", "v1\n{}")
+
+    assert log_restart_offsets(layout, checkpoint) == {}  # never planned a batch: reads nothing yet
+    plan(0, 7, snapshot=True, committed=False)
+    assert log_restart_offsets(layout, checkpoint) == {"bronze-id": 7}  # still reading the snapshot at 7
+    plan(0, 8, snapshot=False)
+    # the first batch's start (a snapshot before 8, or a startingVersion) is in no file: the whole log
+    assert log_restart_offsets(layout, checkpoint) == {"bronze-id": None}
+    plan(1, 30, snapshot=False)
+    assert log_restart_offsets(layout, checkpoint) == {"bronze-id": 8}  # batch 1 is planned again from 8
+    plan(2, 31, snapshot=False, committed=False)  # planned, not committed: it runs again, from 30
+    assert log_restart_offsets(layout, checkpoint) == {"bronze-id": 30}
+    assert checkpoint_offsets(layout, checkpoint) == {"bronze-id": 30}  # its data: after the last commit
