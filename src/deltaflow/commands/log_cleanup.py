@@ -7,8 +7,8 @@ commits every 10 s: 8,640 commit files and as many checksums, each listed again 
 Delta deletes only the entries before a checkpoint that is itself past the cutoff, oldest first, so every
 version still listed reads as before, and a cleanup stopped halfway has only deleted less.
 
-A flow streaming the table restarts from the version its checkpoint holds and reads each commit from there
-on (:func:`restart_read`): the retention is extended until that version's entry is inside it, so a flow
+A flow streaming the table reads its log, when it restarts, from the start of its newest batch
+(:func:`restart_read`): the retention is extended until that version's entry is inside it, so a flow
 stopped for longer than the table's log retention still restarts. Delta's own cleanup knows of no reader.
 
 Example:
@@ -76,23 +76,21 @@ def clean_log(resolver: Resolver, table: str) -> LogCleanup:
     layout, spark = context.layout, context.spark
     configured = open_table(layout, table).metadata().configuration.get(LOG_RETENTION[0])
     retention = parse_duration(configured) if configured else LOG_RETENTION[1]
-    checkpoint, version = restart_read(layout, table, resolver.graph.flows) or (None, -1)
-    if checkpoint is not None and version is None:
-        return LogCleanup(table, None, 0, checkpoint.flow)
+    reader = restart_read(layout, table, resolver.graph.flows)
+    if reader is not None and reader[1] is None:
+        return LogCleanup(table, None, 0, reader[0].flow)
     jvm: Any = spark._jvm
     log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, layout.table(table))
     snapshot = log.update(False, jvm.scala.Option.empty(), jvm.scala.Option.empty())
     held_by = None
-    if checkpoint is not None and version is not None and version <= snapshot.version():
-        entry = jvm.org.apache.hadoop.fs.Path(layout.commit_file(table, version))
-        files = entry.getFileSystem(log.newDeltaHadoopConf())
-        if not files.exists(entry):
+    if reader is not None and (version := reader[1]) is not None and version <= snapshot.version():
+        checkpoint = reader[0]
+        age = _age(jvm, log, layout.commit_file(table, version))
+        if age is None:
             raise ConfigError(f"flow '{checkpoint.flow}' reads '{table}' from version {version}, which "
                               "its log no longer holds",
                               hint=f"full-refresh it: deltaflow run --full-refresh {checkpoint.dataset}")
-        written = files.getFileStatus(entry).getModificationTime()
-        age = timedelta(milliseconds=log.clock().getTimeMillis() - written)
-        if age + SLACK > retention:
+        if age + SLACK > retention:  # Delta judges an entry by its file's time, as here
             retention, held_by = age + SLACK, checkpoint.flow
     before = _entries(layout, table)
     milliseconds = jvm.scala.collection.StringOps(str(int(retention.total_seconds() * 1000))).toLongOption()
@@ -102,6 +100,16 @@ def clean_log(resolver: Resolver, table: str) -> LogCleanup:
     if deleted:
         crash_point(f"log_cleaned:{table}")
     return LogCleanup(table, retention, deleted, held_by)
+
+
+def _age(jvm: Any, log: Any, entry: str) -> timedelta | None:
+    """How long ago the log entry at ``entry`` was written, by Delta's clock (None: it is gone)."""
+    path = jvm.org.apache.hadoop.fs.Path(entry)
+    files = path.getFileSystem(log.newDeltaHadoopConf())
+    if not files.exists(path):
+        return None
+    written = files.getFileStatus(path).getModificationTime()
+    return timedelta(milliseconds=log.clock().getTimeMillis() - written)
 
 
 def _entries(layout: StorageLayout, table: str) -> set[str]:
