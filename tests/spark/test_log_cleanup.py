@@ -9,22 +9,12 @@ from pathlib import Path
 
 from deltalake import DeltaTable
 from pyspark.sql import functions as F
+from test_vacuum import PIPELINE  # bronze from files; silver streams it, a query of its own
 
 from deltaflow.commands.log_cleanup import clean_log
 from deltaflow.runtime.maintenance import Maintainer
 from deltaflow.runtime.run_plan import RunPlan
 
-PIPELINE = """
-import deltaflow as dp
-
-@dp.table
-def bronze():
-    return dp.read_files("landing", schema="id STRING")
-
-@dp.table
-def silver():  # with an option it reads bronze's table, as a query of its own (not carried by bronze's)
-    return dp.read_stream("bronze", maxFilesPerTrigger=1000)
-"""
 HOURS_AGO = 3
 
 

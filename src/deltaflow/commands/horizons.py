@@ -28,11 +28,19 @@ from deltaflow.commands.tables import open_table
 from deltaflow.durations import human, parse_duration
 
 if TYPE_CHECKING:
+    from deltalake import DeltaTable
+
     from deltaflow.storage import StorageLayout
 
 NEAR = 0.75
 LOG_RETENTION = ("delta.logRetentionDuration", timedelta(days=30))
 FILE_RETENTION = ("delta.deletedFileRetentionDuration", timedelta(days=7))
+
+
+def table_retention(delta: DeltaTable, setting: tuple[str, timedelta]) -> timedelta:
+    """A retention of ``delta`` (:data:`LOG_RETENTION` or :data:`FILE_RETENTION`), by default Delta's."""
+    configured = delta.metadata().configuration.get(setting[0])
+    return parse_duration(configured) if configured else setting[1]
 
 
 def retention_warnings(layout: StorageLayout, flows: Collection[str], now: datetime | None = None,
@@ -42,9 +50,7 @@ def retention_warnings(layout: StorageLayout, flows: Collection[str], now: datet
     tables = {table: open_table(layout, table) for table in layout.table_names()}
     positions = stream_positions(layout, tables, flows)
     for table, delta in tables.items():
-        configuration = delta.metadata().configuration
-        keep_log, keep_files = (parse_duration(configuration[key]) if key in configuration else default
-                                for key, default in (LOG_RETENTION, FILE_RETENTION))
+        keep_log, keep_files = table_retention(delta, LOG_RETENTION), table_retention(delta, FILE_RETENTION)
         latest = delta.version()
         for position in positions[table]:
             if position.version > latest:  # caught up: it reads the version still to come

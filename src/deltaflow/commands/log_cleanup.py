@@ -24,10 +24,9 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from deltaflow.commands.horizons import LOG_RETENTION
+from deltaflow.commands.horizons import LOG_RETENTION, table_retention
 from deltaflow.commands.readers import log_restart_offsets
 from deltaflow.commands.tables import open_table
-from deltaflow.durations import parse_duration
 from deltaflow.errors import ConfigError
 from deltaflow.faults import crash_point
 
@@ -51,14 +50,13 @@ class LogCleanup:
     held_by: str | None  # the flow whose restart version extended the retention
 
 
-def restart_read(layout: StorageLayout, table: str, flows: Collection[str],
+def restart_read(layout: StorageLayout, table_id: str, flows: Collection[str],
                  ) -> tuple[FlowCheckpoint, int | None] | None:
-    """The oldest version of ``table``'s log one of ``flows`` reads when it restarts, with its checkpoint.
+    """The oldest log version of table ``table_id`` a flow of ``flows`` reads on restart, and its checkpoint.
 
     None for the version: the flow reads the whole log (see
     :func:`~deltaflow.commands.readers.log_restart_offsets`). Read without Spark.
     """
-    table_id = str(open_table(layout, table).metadata().id)
     found = [(checkpoint, offsets[table_id]) for checkpoint in layout.current_checkpoints()
              if checkpoint.flow in flows and table_id in (offsets := log_restart_offsets(layout, checkpoint))]
     return min(found, key=lambda pair: -1 if pair[1] is None else pair[1], default=None)
@@ -74,9 +72,9 @@ def clean_log(resolver: Resolver, table: str) -> LogCleanup:
     """
     context = resolver.context
     layout, spark = context.layout, context.spark
-    configured = open_table(layout, table).metadata().configuration.get(LOG_RETENTION[0])
-    retention = parse_duration(configured) if configured else LOG_RETENTION[1]
-    reader = restart_read(layout, table, resolver.graph.flows)
+    delta = open_table(layout, table)
+    retention = table_retention(delta, LOG_RETENTION)
+    reader = restart_read(layout, str(delta.metadata().id), resolver.graph.flows)
     if reader is not None and reader[1] is None:
         return LogCleanup(table, None, 0, reader[0].flow)
     jvm: Any = spark._jvm

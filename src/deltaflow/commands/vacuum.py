@@ -24,9 +24,10 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
+from deltaflow.commands.horizons import FILE_RETENTION, table_retention
 from deltaflow.commands.readers import stream_positions
 from deltaflow.commands.tables import open_table
-from deltaflow.durations import human, parse_duration
+from deltaflow.durations import human
 from deltaflow.errors import ConfigError
 from deltaflow.faults import crash_point
 from deltaflow.runtime.session import session_settings
@@ -36,7 +37,6 @@ if TYPE_CHECKING:
     from deltaflow.storage import StorageLayout
 
 MIN_RETENTION = timedelta(hours=1)
-DEFAULT_RETENTION = timedelta(days=7)  # Delta's default delta.deletedFileRetentionDuration
 LISTING = "spark.sql.sources.parallelPartitionDiscovery.parallelism"
 
 
@@ -63,9 +63,7 @@ def vacuum_retention(layout: StorageLayout, flows: Collection[str], table: str,
 
     """
     delta = open_table(layout, table)
-    configured = delta.metadata().configuration.get("delta.deletedFileRetentionDuration")
-    retention = retain if retain is not None else (
-        parse_duration(configured) if configured else DEFAULT_RETENTION)
+    retention = retain if retain is not None else table_retention(delta, FILE_RETENTION)
     for position in stream_positions(layout, {table: delta}, flows)[table]:
         age, dataset = position.age(), position.dataset
         if age is None and position.version <= delta.version():
