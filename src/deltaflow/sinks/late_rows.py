@@ -8,10 +8,12 @@ the input (the by-window refresh) and replaced, so the view stays exact whatever
 
 Which rows a batch dropped is found without a Spark job in the usual case. The batch's watermark and the
 input versions it read are in its checkpoint's offset log; the files those versions added carry their
-smallest event time in the Delta log's statistics. A file whose smallest time is not before the watermark
-holds no late row. Only files that might (or that have no statistics) are read, and only the rows before
-the watermark. A window is reported when it ended at or before the batch's watermark: its state is gone
-after the batch (or was already), so a recompute cannot be overwritten by the state's next totals.
+smallest event time in the Delta log's statistics. A window is reported when it ended at or before the
+batch's watermark: its state is gone after the batch (or was already), so a recompute cannot be
+overwritten by the state's next totals. Only a row before the end of the newest such window
+(:func:`closed_before`) can fall in one, so a file whose smallest time is not before that end holds no late
+row: a row a little older than the watermark whose window is still open is in the state, not late. Only
+files that might hold one (or that have no statistics) are read, and only their rows in closed windows.
 
 Everything here is read from what the checkpoint and the Delta log hold, so a batch run again after a crash
 finds the same windows.
@@ -30,6 +32,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
+
+from deltaflow.durations import parse_duration
+from deltaflow.errors import ConfigError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -90,8 +95,7 @@ def late_windows(spark: SparkSession, layout: StorageLayout, checkpoint: FlowChe
     read = batch_input(layout, checkpoint, batch_id)
     if read is None or read.watermark_ms <= 0:
         return []
-    suspects = [add for version in read.versions for add in added_files(layout, table, version)
-                if _may_be_before(add, column, read.watermark_ms)]
+    suspects = suspect_files(layout, table, read, column, duration)
     if not suspects:
         return []
     from pyspark.sql import functions as F
@@ -106,6 +110,33 @@ def late_windows(spark: SparkSession, layout: StorageLayout, checkpoint: FlowChe
             .select(F.unix_micros("w.start").alias("start"), F.unix_micros("w.end").alias("end"))
             .distinct().collect())
     return sorted((int(row["start"]), int(row["end"])) for row in rows)
+
+
+def suspect_files(layout: StorageLayout, table: str, read: BatchInput, column: str,
+                  duration: str) -> list[dict[str, Any]]:
+    """The files (``add`` actions) batch ``read`` may have read that may hold a row in a closed window."""
+    closed = closed_before(read.watermark_ms, duration)
+    return [add for version in read.versions for add in added_files(layout, table, version)
+            if _may_be_before(add, column, closed)]
+
+
+def closed_before(watermark_ms: int, duration: str) -> int:
+    """The end (ms) of the newest ``duration`` window closed at ``watermark_ms``.
+
+    Rows before it are in closed windows, rows from it on in open ones (Spark's tumbling windows start at
+    multiples of their length). A length :func:`~deltaflow.durations.parse_duration` cannot read gives
+    the watermark itself (every row before it read).
+
+    Example:
+        >>> closed_before(5_400_000, "1 hour"), closed_before(5_400_000, "1 fortnight")
+        (3600000, 5400000)
+
+    """
+    try:
+        length = round(parse_duration(duration).total_seconds() * 1000)
+    except ConfigError:
+        return watermark_ms
+    return watermark_ms - watermark_ms % length if length > 0 else watermark_ms
 
 
 def _entry(layout: StorageLayout, checkpoint: FlowCheckpoint, batch_id: int,
@@ -125,8 +156,8 @@ def added_files(layout: StorageLayout, table: str, version: int) -> list[dict[st
     return [a["add"] for a in actions if "add" in a and a["add"].get("dataChange", True)]
 
 
-def _may_be_before(add: dict[str, Any], column: str, watermark_ms: int) -> bool:
-    """Whether file ``add`` may hold a row of ``column`` before the watermark (so without statistics)."""
+def _may_be_before(add: dict[str, Any], column: str, moment_ms: int) -> bool:
+    """Whether file ``add`` may hold a row of ``column`` before ``moment_ms`` (so without statistics)."""
     try:
         smallest = json.loads(add["stats"])["minValues"][column]
     except (KeyError, TypeError, ValueError):
@@ -136,4 +167,4 @@ def _may_be_before(add: dict[str, Any], column: str, watermark_ms: int) -> bool:
     moment = datetime.fromisoformat(str(smallest).replace("Z", "+00:00"))
     if moment.tzinfo is None:  # a TIMESTAMP_NTZ column: Spark's watermark takes it as UTC
         moment = moment.replace(tzinfo=UTC)
-    return moment.timestamp() * 1000 < watermark_ms
+    return moment.timestamp() * 1000 < moment_ms
