@@ -1,7 +1,7 @@
 """How a micro-batch's cost grows with the data already there: the same batch into a table 10× larger.
 
 Issue 39 asks that a batch of the same size cost at most 1.3× as much when what it lands in is ten times
-larger. Two parts (``--parts``, default ``cdc``), each against its hand-written job in the same session:
+larger. Three parts (``--parts``, default all), each against its hand-written job in the same session:
 
 * ``cdc``: for each target size (``--small`` and ``--large`` rows) an events table as ``cdc_merge.py``
   writes it (commit 0: the initial state; then ``--batches`` commits of ``--changes`` changed keys each,
@@ -14,11 +14,13 @@ larger. Two parts (``--parts``, default ``cdc``), each against its hand-written 
   every (hour, product, user) pair is distinct and the state holds one entry per row: the hour is still
   open, nothing is dropped); each contestant's first batch reads them all and is not counted, then
   ``--steps`` steps of ``--step-rows`` new clicks are.
+* ``log``: a bronze batch over a table whose Delta log holds ``--files-small`` and then ``--files-large``
+  files (:mod:`growth_log`): deltaflow's bronze flow against the seed-004 job.
 
 A warm-up round on a small table runs first and is discarded; the contestants' order alternates. Figures:
 the median counted batch per contestant and size, and the growth from the small size to the large one.
 
-    .venv/bin/python benchmarks/growth.py [--parts cdc,gold] [--small 1000000] [--large 10000000]
+    .venv/bin/python benchmarks/growth.py [--parts cdc,gold,log] [--small 1000000] [--large 10000000]
                                           [--changes 10000] [--batches 4] [--rounds 2] [--steps 4]
 """
 
@@ -43,6 +45,7 @@ from cdc_merge import (
 )
 from deltaflow.pipeline import Pipeline
 from deltaflow.runtime.session import build_session
+from growth_log import log_part
 from results import Figure, machine_line, save, versions_line
 
 CONTESTANTS = {"hand-written": hand_written, "deltaflow": deltaflow_job}
@@ -161,7 +164,7 @@ def print_growth(what: str, medians: dict[str, dict[int, float]], args: argparse
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--parts", default="cdc,gold", help="cdc, gold or cdc,gold")
+    parser.add_argument("--parts", default="cdc,gold,log", help="which of cdc, gold, log (comma-separated)")
     parser.add_argument("--small", type=int, default=1_000_000, help="rows of the smaller table")
     parser.add_argument("--large", type=int, default=10_000_000, help="rows of the larger table")
     parser.add_argument("--changes", type=int, default=10_000, help="cdc: changed keys per batch")
@@ -170,6 +173,9 @@ def main() -> None:
     parser.add_argument("--step-rows", type=int, default=40_000, help="gold: new clicks per step")
     parser.add_argument("--steps", type=int, default=4, help="gold: counted steps per size")
     parser.add_argument("--products", type=int, default=500, help="gold: products (users: one per row)")
+    parser.add_argument("--files-small", type=int, default=10_000, help="log: files in the smaller log")
+    parser.add_argument("--files-large", type=int, default=1_000_000, help="log: files in the larger log")
+    parser.add_argument("--log-events", type=int, default=10_000, help="log: events per bronze batch")
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--shuffle-partitions", type=int, default=4)
     parser.add_argument("--workdir", help="folder for the run's tables (default: a temporary folder)")
@@ -196,6 +202,8 @@ def main() -> None:
             figures["cdc"] = figure
         if "gold" in parts:
             figures["gold"] = gold_part(spark, tmp, args)
+        if "log" in parts:
+            figures["log"] = log_part(spark, tmp, args)
         spark.stop()
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -208,10 +216,14 @@ def main() -> None:
                 f"the silver rows already there, one user per row, {args.products} products, medians; "
                 "gold's state in RocksDB for both (deltaflow's settings for deltaflow, Spark's with "
                 "changelog checkpointing for the hand-written job).",
+        "log": f"{args.steps} batches of {args.log_events:,} events per log size after each contestant's "
+               "first run, medians; the files added to the log do not exist (an append reads none); every "
+               "event checked in each table once.",
     }
     for part, figure in figures.items():  # one results file per part: each can be run alone
+        ratio = args.files_large // args.files_small if part == "log" else args.large // args.small
         save(f"growth_{part}", f"A batch's cost as the data grows ({part}): the same batch into a table "
-             f"{args.large // args.small}× larger", [figure], notes=[notes[part]])
+             f"{ratio}× larger", [figure], notes=[notes[part]])
 
 
 if __name__ == "__main__":
