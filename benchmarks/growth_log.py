@@ -1,4 +1,4 @@
-"""``growth.py --parts log``: a bronze batch over a table whose Delta log holds 10× more files.
+"""``growth.py --parts log``: a bronze batch over a table whose Delta log holds many more files.
 
 For each log size (``--files-small`` and ``--files-large`` files), each contestant lands a Kafka topic in a
 table of its own (``bronze_ingest.py``'s contestants: deltaflow's bronze flow and the seed-004 job), then
