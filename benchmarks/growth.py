@@ -1,7 +1,8 @@
 """How a micro-batch's cost grows with the data already there: the same batch into a larger table.
 
 Issue 39 asks that a batch of the same size cost at most 1.3× as much when what it lands in is ten times
-larger (a hundred times for the log: 10k against 1M files). Three parts (``--parts``, default all), each against its hand-written job in the same session:
+larger (a hundred times for the log: 10k against 1M files). Three parts (``--parts``, default all),
+each against its hand-written job in the same session:
 
 * ``cdc``: for each target size (``--small`` and ``--large`` rows) an events table as ``cdc_merge.py``
   writes it (commit 0: the initial state; then ``--batches`` commits of ``--changes`` changed keys each,
