@@ -15,8 +15,9 @@ once, as a power cut would. The points:
 ``vacuumed:<table>``               VACUUM deleted a table's files; the tables after it are not vacuumed
 =================================  ======================================================================
 
-An append flow has no such point: Delta's own streaming sink commits and Spark records the batch with no
-deltaflow code between them (the SIGKILL tests at random moments cover it).
+An append flow's point is ``after_commit:<flow>`` too (:mod:`deltaflow.sinks.append`); one whose schema
+evolves has none: Delta's own streaming sink commits and Spark records the batch with no deltaflow code
+between them (the SIGKILL tests at random moments cover it).
 
 Example:
     >>> crash_point("after_commit:silver")  # nothing happens unless $DELTAFLOW_CRASH_AT names it

@@ -54,7 +54,9 @@ def _writer(resolver: Resolver, flow: str) -> str:
     carried = sorted(f for f in resolver.flows if f != flow and carrier_of(resolver, f)[0] == flow)
     if carried:
         return f"one foreachBatch that also writes {', '.join(carried)}'s rows"
-    return "Delta's streaming sink"
+    if resolver.graph.datasets[resolver.graph.flows[flow].target].merge_schema:
+        return "Delta's streaming sink (it evolves the schema)"
+    return "one append per batch (its stamp checked in the table's checksum)"
 
 
 def _edges(resolver: Resolver, name: str) -> list[tuple[str, str, bool]]:

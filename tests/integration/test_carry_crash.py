@@ -59,4 +59,4 @@ def test_a_carrier_killed_between_and_after_its_commits_lands_every_row_once(  #
     silver = [r["id"] for r in killed.rows("silver")]
     assert len(silver) == len(set(silver))
     history = killed.pipeline(spark).history("silver", limit=0)
-    assert {v.flow for v in history if v.operation == "WRITE"} == {"silver"}
+    assert {v.flow for v in history if v.operation == "STREAMING UPDATE"} == {"silver"}

@@ -1,7 +1,8 @@
 """SIGKILL at each named crash point (``deltaflow.faults``), restart: every table equals a clean run's.
 
-One pipeline has a flow of every foreach-batch sink kind (quarantine split, auto CDC SCD 1 and 2, a
-foreach-batch sink, a materialized view by window and a full one). Each round drops a new file and runs
+One pipeline has a flow of every sink kind with deltaflow code between its commit and Spark's (an append,
+a quarantine split, auto CDC SCD 1 and 2, a foreach-batch sink, a materialized view by window and a full
+one). Each round drops a new file and runs
 ``deltaflow run --refresh <its dataset>`` in a process of its own with ``$DELTAFLOW_CRASH_AT`` naming the
 next point: the process group dies right after that flow's batch committed its Delta writes and before
 Spark's checkpoint recorded the batch. A killed flow replays that batch at its next run (a later round's,
@@ -71,7 +72,7 @@ def per_customer():
                                                                F.max("seq").alias("last_seq"))
 """
 #: The flows killed, one per round, in order: each a sink kind.
-POINTS = ["silver", "customers", "customers_history", "to_copies", "hourly", "per_customer"]
+POINTS = ["bronze", "silver", "customers", "customers_history", "to_copies", "hourly", "per_customer"]
 #: Columns that differ between any two runs (when a row was written), left out of the comparison.
 VOLATILE = {"ingested_at", "quarantined_at", "batch_id", "source_file", "flow"}
 TABLES = ["bronze", "silver", "silver_quarantine", "customers", "customers_history", "hourly",

@@ -34,7 +34,7 @@ def test_each_version_names_its_flow_and_batch(spark, make_project, capsys) -> N
         project.run(spark)
     spark.sql(f"OPTIMIZE delta.`{project.table('events')}`")
 
-    # A plain append (Delta's streaming sink): one version per batch, matched to the flow by its query id.
+    # A plain append (stamped as Delta's streaming sink does): one version per batch, matched by its query id.
     events = history(capsys, project, "events", "--limit", "0")
     newest = DeltaTable(project.table("events")).version()
     assert [v["version"] for v in events] == list(range(newest, -1, -1))

@@ -119,7 +119,7 @@ def by_day():
     assert ("by window ts 1 hour, incremental in Spark's state: count, count(user), count_distinct(user), "
             "sum(qty), sum(amount), min(amount), max(ts) by window, product") in picture
     assert "windows recomputed: avg(amount) cannot be merged batch by batch" in picture
-    assert "events    streaming table, Delta's streaming sink" in picture  # how each table is written
+    assert "events    streaming table, one append per batch" in picture  # how each table is written
     assert "windows recomputed: it groups by an expression (to_date(ts)), not a column" in picture
     assert "windows recomputed: it reads 'events' as of a version" in picture
 

@@ -12,7 +12,7 @@ struct column of its own (``_df_0`` for *U*, ``_df_1``... for the carried flows)
 others. Each branch reads *U*'s sources with offsets of its own in the checkpoint (Spark gives each side
 of a union its own source), so *D* reads exactly what *U* reads, once, without waiting for *U*'s commit.
 The batch is persisted once, and each table's rows appended from it, each write stamped with its own
-flow's ``txnAppId`` and the batch id (:mod:`deltaflow.sinks.idempotent`): a batch replayed after a
+flow's ``txnAppId`` and the batch id (:mod:`deltaflow.sinks.txn_append`): a batch replayed after a
 crash between the two commits writes only what is missing.
 
 A checkpoint keeps its sources and stateful operators for good, so a carrier whose carried flows change
@@ -42,7 +42,7 @@ from functools import reduce
 from typing import TYPE_CHECKING, Any
 
 from deltaflow.faults import crash_point
-from deltaflow.sinks.idempotent import idempotent_writes
+from deltaflow.sinks.txn_append import append_once
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -149,11 +149,8 @@ def carrier_writer(layout: StorageLayout, branches: Sequence[Branch], replay: in
             for index, branch in enumerate(branches):
                 column = _BRANCH.format(index)
                 rows = batch.where(F.col(column).isNotNull()).select(f"{column}.*")
-                writer = rows.write.format("delta").mode("append")
-                if branch.partition_cols:
-                    writer = writer.partitionBy(*branch.partition_cols)
-                with idempotent_writes(batch.sparkSession, app_ids[branch.flow], batch_id):
-                    writer.save(branch.path)
+                append_once(rows, branch.path, app_id=app_ids[branch.flow], batch_id=batch_id,
+                            partition_cols=branch.partition_cols)
                 crash_point(f"carried:{branch.flow}")
         finally:
             batch.unpersist()

@@ -9,7 +9,7 @@ a streaming table fed by auto CDC         :class:`~deltaflow.sinks.cdc.AutoCdcWr
 a foreach-batch sink                      the user's function
 a streaming table, with quarantine        :func:`~deltaflow.sinks.quarantine.split_writer` (table and
                                           ``<table>_quarantine`` in one idempotent batch)
-a streaming table                         :func:`~deltaflow.sinks.append.start_append` (Delta's sink)
+a streaming table                         :func:`~deltaflow.sinks.append.start_append` (one commit per batch)
 a streaming table carrying other flows    :func:`~deltaflow.sinks.carry.carrier_writer` (one query;
                                           each table's rows appended, stamped by its own flow)
 =======================================  ==============================================================
@@ -157,5 +157,6 @@ class FlowWriters:
             ensure_quarantine(self.spark, quarantine)
             return each_batch(split_writer(flow.name, path, quarantine, target.partition_cols,
                                            target.merge_schema))
-        return start_append(df, name=flow.name, path=path, trigger=trigger, checkpoint=checkpoint,
-                            partition_cols=target.partition_cols, merge_schema=target.merge_schema)
+        return start_append(df, name=flow.name, path=path, trigger=trigger, layout=self.layout,
+                            checkpoint=checkpoint, partition_cols=target.partition_cols,
+                            merge_schema=target.merge_schema)

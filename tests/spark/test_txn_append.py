@@ -1,0 +1,70 @@
+"""Idempotent appends checked against the table's checksum: each batch once, stamped as Delta's sink does."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from deltalake import DeltaTable
+
+from deltaflow.sinks.txn_append import append_once, recorded_version
+
+
+def _table(spark: Any, path: Path) -> str:
+    spark.range(0).selectExpr("id", "CAST(id AS STRING) AS name").write.format("delta").save(str(path))
+    return str(path)
+
+
+def _rows(spark: Any, start: int, count: int) -> Any:
+    return spark.range(start, start + count).selectExpr("id", "CAST(id AS STRING) AS name")
+
+
+def _snapshot(spark: Any, path: str) -> Any:
+    jvm = spark._jvm
+    log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, path)
+    return log.update(False, jvm.scala.Option.empty(), jvm.scala.Option.empty())
+
+
+def test_a_batch_is_committed_once_and_stamped_for_every_reader(spark: Any, tmp_path: Path) -> None:
+    path = _table(spark, tmp_path / "t")
+    assert append_once(_rows(spark, 0, 5), path, app_id="flow-a", batch_id=0)
+    assert not append_once(_rows(spark, 0, 5), path, app_id="flow-a", batch_id=0)  # the replay
+    assert not append_once(_rows(spark, 100, 5), path, app_id="flow-a", batch_id=0)  # whatever it holds
+    assert append_once(_rows(spark, 5, 5), path, app_id="flow-a", batch_id=1)
+    assert append_once(_rows(spark, 10, 5), path, app_id="flow-b", batch_id=0)  # another flow's own count
+
+    table = DeltaTable(path)
+    ids = sorted(table.to_pyarrow_table().column("id").to_pylist())
+    assert ids == list(range(15))
+    assert (table.transaction_version("flow-a"), table.transaction_version("flow-b")) == (1, 0)
+    history = {c["version"]: c for c in table.history()}
+    assert history[1]["operation"] == "STREAMING UPDATE"
+    assert int(history[1]["operationMetrics"]["numOutputRows"]) == 5
+    assert int(history[1]["operationMetrics"]["numAddedFiles"]) >= 1
+    assert recorded_version(_snapshot(spark, path), "flow-a") == 1  # read from the .crc
+    assert recorded_version(_snapshot(spark, path), "flow-c") == -1
+
+
+def test_without_a_checksum_delta_answers_and_a_replay_still_writes_nothing(
+        spark: Any, tmp_path: Path) -> None:
+    path = _table(spark, tmp_path / "t")
+    assert append_once(_rows(spark, 0, 3), path, app_id="flow-a", batch_id=7)
+    for crc in (tmp_path / "t" / "_delta_log").glob("*.crc"):  # as after a commit by another engine
+        crc.unlink()
+    spark._jvm.org.apache.spark.sql.delta.DeltaLog.clearCache()
+    assert recorded_version(_snapshot(spark, path), "flow-a") is None
+    assert not append_once(_rows(spark, 0, 3), path, app_id="flow-a", batch_id=7)
+    assert append_once(_rows(spark, 3, 3), path, app_id="flow-a", batch_id=8)
+    assert sorted(DeltaTable(path).to_pyarrow_table().column("id").to_pylist()) == list(range(6))
+
+
+def test_rows_that_do_not_fit_the_table_go_through_delta_s_writer_still_once(
+        spark: Any, tmp_path: Path) -> None:
+    path = _table(spark, tmp_path / "t")
+    wider = _rows(spark, 0, 2).selectExpr("*", "'x' AS extra")
+    assert append_once(wider, path, app_id="flow-a", batch_id=0, merge_schema=True)
+    assert append_once(wider, path, app_id="flow-a", batch_id=0, merge_schema=True)  # Delta skips it
+    table = DeltaTable(path)
+    assert "extra" in table.schema().to_arrow().names
+    assert table.to_pyarrow_table().num_rows == 2
+    assert table.transaction_version("flow-a") == 0
