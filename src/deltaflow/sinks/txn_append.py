@@ -14,7 +14,7 @@ app id's last version, and asks Delta only when the checksum cannot answer (no `
 version, as after a commit by another engine, or no set transactions in it). The app id is registered as
 read either way, so a concurrent commit of the same app id fails this one, as in Delta's own check. Rows
 whose schema or partitioning is not exactly the table's go through Delta's writer with the pair instead,
-which evolves the schema, fills generated columns and reports what does not fit.
+which fills generated and missing columns and reports what does not fit.
 
 Example:
     >>> append_once(rows, layout.table("bronze"), app_id="3f2a...", batch_id=7)  # doctest: +SKIP
@@ -36,12 +36,12 @@ if TYPE_CHECKING:
 
 
 def append_once(rows: DataFrame, path: str, *, app_id: str, batch_id: int,
-                partition_cols: Sequence[str] = (), merge_schema: bool = False) -> bool:
+                partition_cols: Sequence[str] = ()) -> bool:
     """Append ``rows`` to the Delta table at ``path`` unless ``app_id`` already committed ``batch_id``.
 
     Returns:
-        False when the checksum or Delta says an earlier attempt committed the batch (nothing written);
-        else True (through Delta's writer, which skips such a batch silently, True as well).
+        False when an earlier attempt committed the batch (nothing written); True when this call committed
+        it, and whenever Delta's writer took the rows (it skips a committed batch without saying so).
 
     """
     session = rows.sparkSession
@@ -49,8 +49,8 @@ def append_once(rows: DataFrame, path: str, *, app_id: str, batch_id: int,
     delta = jvm.org.apache.spark.sql.delta
     txn = delta.DeltaLog.forTable(session._jsparkSession, path).startTransaction()
     snapshot = txn.snapshot()
-    if merge_schema or not _fits(rows, snapshot, partition_cols):
-        return _delta_writer(rows, path, app_id, batch_id, partition_cols, merge_schema)
+    if not _fits(rows, snapshot, partition_cols):
+        return _delta_writer(rows, path, app_id, batch_id, partition_cols)
     done = recorded_version(snapshot, app_id)
     if done is None:
         done = int(txn.txnVersion(app_id))  # Delta's own check: replays the state
@@ -112,13 +112,11 @@ def _fits(rows: DataFrame, snapshot: Any, partition_cols: Sequence[str]) -> bool
             and partitioned == list(partition_cols))
 
 
-def _delta_writer(rows: DataFrame, path: str, app_id: str, batch_id: int, partition_cols: Sequence[str],
-                  merge_schema: bool) -> bool:
+def _delta_writer(rows: DataFrame, path: str, app_id: str, batch_id: int,
+                  partition_cols: Sequence[str]) -> bool:
     writer = rows.write.format("delta").mode("append")
     if partition_cols:
         writer = writer.partitionBy(*partition_cols)
-    if merge_schema:
-        writer = writer.option("mergeSchema", "true")
     with idempotent_writes(rows.sparkSession, app_id, batch_id):
         writer.save(path)
     return True
