@@ -62,7 +62,7 @@ def append_once(rows: DataFrame, path: str, *, app_id: str, batch_id: int,
     try:
         files = txn.writeFiles(rows._jdf)
     except Exception as error:  # raised inside foreachBatch, Spark would keep only its top line
-        raise SinkError(f"writing {path}: {first_line(error)}", location=path) from error
+        raise SinkError(f"writing the batch's files: {first_line(error)}", location=path) from error
     when = jvm.scala.Some(jvm.java.lang.Long.valueOf(int(time.time() * 1000)))
     stamp = delta.actions.SetTransaction(app_id, batch_id, when)
     operation = getattr(delta, "DeltaOperations$StreamingUpdate")(
