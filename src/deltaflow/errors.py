@@ -169,22 +169,33 @@ def _kafka_data_loss(text: str) -> str | None:
 def _python_error(text: str) -> str | None:
     r"""The error a Python traceback inside a Spark error ends with (a foreachBatch function raised).
 
-    When that is py4j's "An error occurred while calling o823.execute", the Java error under it.
+    When that is py4j's "An error occurred while calling o823.execute", the Java error under it: its root
+    cause, the last ``Caused by:`` of the Java trace py4j prints (a task's failure is under the job's).
 
     Example:
         >>> _python_error("Traceback (most recent call last):\n  File \"x.py\"\npy4j.protocol.Py4JJavaError: "
         ...               "An error occurred while calling o8.execute.\n: java.lang.VirtualMachineError: "
         ...               "Out of space in CodeCache\n\tat java.base/x")
         'VirtualMachineError: Out of space in CodeCache'
+        >>> _python_error("Traceback (most recent call last):\npy4j.protocol.Py4JJavaError: An error "
+        ...               "occurred while calling o2.writeFiles.\n: org.apache.spark.SparkException: Task "
+        ...               "failed\n\tat org.x\nCaused by: org.apache.spark.SparkRuntimeException: "
+        ...               "[USER_RAISED_EXCEPTION] boom SQLSTATE: P0001\n\t... 12 more")
+        'SparkRuntimeException: [USER_RAISED_EXCEPTION] boom'
 
     """
     if "Traceback (most recent call last):" not in text:
         return None
-    python = text.rsplit("Traceback (most recent call last):", 1)[1].split("\n\tat ", 1)[0]
+    after = text.rsplit("Traceback (most recent call last):", 1)[1]
+    python = after.split("\n\tat ", 1)[0]
     raised = re.findall(r"^([A-Za-z_][\w.]*): (.+)$", python, re.MULTILINE)
     if not raised:
         return None
     name, message = raised[-1]
-    if name.endswith("Py4JJavaError") and (java := re.search(r"^: ([\w.$]+): (.+)$", python, re.MULTILINE)):
-        name, message = java.groups()
-    return message if re.match(r"DF-[A-Z]+ ", message) else f"{name.rsplit('.', 1)[-1]}: {message}"
+    if name.endswith("Py4JJavaError"):
+        java = re.findall(r"^(?:Caused by|): ([\w.$]+): (.+)$", after, re.MULTILINE)
+        if java:
+            name, message = java[-1]
+    if re.match(r"DF-[A-Z]+ ", message):
+        return message
+    return re.sub(r"\s*SQLSTATE: \w+", "", f"{name.rsplit('.', 1)[-1]}: {message}").strip()

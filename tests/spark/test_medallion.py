@@ -263,7 +263,7 @@ from pyspark.sql import functions as F
 def good():
     return dp.read_files("good", schema="id STRING")
 
-@dp.table
+@dp.table{rules}
 def bad():
     return (dp.read_files("bad", schema="id STRING")
             .withColumn("check", F.when(F.col("id") == "boom", F.raise_error(F.lit("boom row")))
@@ -271,18 +271,23 @@ def bad():
 """
 
 
-def test_a_failing_flow_stops_alone_and_the_run_names_it(spark, make_project) -> None:
-    project = make_project(FAILING)
+@pytest.mark.parametrize("rules", ["", "\n@dp.expect_or_quarantine('has_id', 'id IS NOT NULL')"],
+                         ids=["append", "quarantine split"])
+def test_a_failing_flow_stops_alone_and_the_run_names_it_with_its_cause(  # type: ignore[no-untyped-def]
+        spark, make_project, rules: str) -> None:
+    project = make_project(FAILING.format(rules=rules))
     for folder, ids in (("good", ["g1", "g2"]), ("bad", ["ok", "boom"])):
         (project.root / folder).mkdir()
         (project.root / folder / "data.json").write_text("".join(json.dumps({"id": i}) + "\n" for i in ids))
     with pytest.raises(FlowError) as info:
         project.run(spark)
     message = str(info.value)
-    assert "1 flow(s) failed: 'bad' (" in message and "defs.py:9)" in message and "boom row" in message
+    assert "1 flow(s) failed: 'bad' (" in message and "defs.py:9)" in message, message
+    assert "boom row" in message and "SQLSTATE" not in message, message  # the task's cause, not the job's
     assert "'good'" not in message
     assert sorted(r["id"] for r in DeltaTable(project.table("good")).to_pyarrow_table().to_pylist()) == [
         "g1", "g2"]
+    assert not DeltaTable(project.table("bad")).to_pyarrow_table().num_rows
 
 
 def versions_row_counts(project: Project, table: str) -> list[int]:

@@ -29,7 +29,6 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from deltaflow.errors import SinkError, first_line
 from deltaflow.sinks.idempotent import idempotent_writes
 
 if TYPE_CHECKING:
@@ -59,10 +58,7 @@ def append_once(rows: DataFrame, path: str, *, app_id: str, batch_id: int,
         txn.readTxn().addOne(app_id)  # what txnVersion registers, for the commit's conflict check
     if done >= batch_id:
         return False
-    try:
-        files = txn.writeFiles(rows._jdf)
-    except Exception as error:  # raised inside foreachBatch, Spark would keep only its top line
-        raise SinkError(f"writing the batch's files: {first_line(error)}", location=path) from error
+    files = txn.writeFiles(rows._jdf)
     when = jvm.scala.Some(jvm.java.lang.Long.valueOf(int(time.time() * 1000)))
     stamp = delta.actions.SetTransaction(app_id, batch_id, when)
     operation = getattr(delta, "DeltaOperations$StreamingUpdate")(
