@@ -188,12 +188,12 @@ def _python_error(text: str) -> str | None:
         return None
     after = text.rsplit("Traceback (most recent call last):", 1)[1]
     python = after.split("\n\tat ", 1)[0]
-    raised = re.findall(r"^([A-Za-z_][\w.]*): (.+)$", python, re.MULTILINE)
+    raised: list[tuple[str, str]] = re.findall(r"^([A-Za-z_][\w.]*): (.+)$", python, re.MULTILINE)
     if not raised:
         return None
     name, message = raised[-1]
     if name.endswith("Py4JJavaError"):
-        java = re.findall(r"^(?:Caused by|): ([\w.$]+): (.+)$", after, re.MULTILINE)
+        java: list[tuple[str, str]] = re.findall(r"^(?:Caused by|): ([\w.$]+): (.+)$", after, re.MULTILINE)
         if java:
             name, message = java[-1]
     if re.match(r"DF-[A-Z]+ ", message):
