@@ -71,6 +71,11 @@ def test_rules_keep_drop_and_quarantine_rows_and_every_row_is_accounted_for(spar
     assert batch["_rows"] == 2 + batch["_dropped"] + batch["_quarantined"]  # in = out + dropped + quarantined
     assert (batch["has_kind"], batch["positive"], batch["has_id"], batch["known_kind"]) == (1, 2, 2, 2)
 
+    # Both appends carry the flow's stamp, checked without replaying the tables' state (txn_append)
+    for name in ("silver", "silver_quarantine"):
+        (last,) = DeltaTable(project.table(name)).history(1)
+        assert last["operation"] == "STREAMING UPDATE", (name, last)
+
     # The table's rows and the quarantine's are written exactly once together: a batch replayed after both
     # committed (its checkpoint commit lost in a crash) writes neither again.
     before = (table(project, "silver"), table(project, "silver_quarantine"))

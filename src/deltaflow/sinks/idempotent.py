@@ -58,6 +58,23 @@ def idempotent_writes(session: SparkSession, app_id: str, batch_id: int) -> Iter
         _restore(session, before)
 
 
+def session_stamp(session: SparkSession) -> tuple[str, int]:
+    """The ``(app id, version)`` an enclosing :func:`idempotent_writes` block set on ``session``.
+
+    For writers that stamp their commits themselves (:func:`deltaflow.sinks.txn_append.append_once`).
+
+    Example:
+        >>> with idempotent_writes(session, "deltaflow:silver/silver/0:3f2a", 7):  # doctest: +SKIP
+        ...     session_stamp(session)
+        ('deltaflow:silver/silver/0:3f2a', 7)
+
+    """
+    app_id, version = (session.conf.get(key, None) for key in (TXN_APP_ID, TXN_VERSION))
+    if app_id is None or version is None:
+        raise RuntimeError("session_stamp outside an idempotent_writes block")
+    return app_id, int(version)
+
+
 @contextmanager
 def unstamped(session: SparkSession) -> Iterator[None]:
     """Write without the batch's pair inside an :func:`idempotent_writes` block.
