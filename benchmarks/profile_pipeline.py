@@ -111,10 +111,10 @@ class Run:
         """CPU, Delta commits and the log's replay CPU now (the folder scanned outside the window)."""
         spent = self.log.spent if hasattr(self, "log") else 0.0
         if ending:
-            reading = Reading.now(self.jvm_pid)
+            reading = Reading.now(self.jvm_pid, self.spark)
             return reading, delta_commits(self.root), spent
         commits = delta_commits(self.root)
-        return Reading.now(self.jvm_pid), commits, spent
+        return Reading.now(self.jvm_pid, self.spark), commits, spent
 
     def stop(self) -> str | None:
         self.queries = self.job.stage_queries()
@@ -145,6 +145,7 @@ class Run:
         scenario.jvm_cpu = r1.jvm - r0.jvm
         scenario.executor_cpu = jobs.executor_cpu(window)
         scenario.jvm_threads = thread_shares(r0.threads, r1.threads, scenario.jvm_cpu)
+        scenario.compiled = r1.compiled - r0.compiled
 
 
 def warm_up(spark: Any, make: Contestant, runs: Runs, bootstrap: str, events: int) -> None:
@@ -298,6 +299,9 @@ def section(name: str, title: str, ours: Scenario, theirs: Scenario) -> list[lis
         pipeline_row("driver Python CPU / round, s", ours.python_cpu / ROUNDS, theirs.python_cpu / ROUNDS)
         pipeline_row("driver JVM CPU / round, s (JVM − executors)", ours.driver_jvm_cpu / ROUNDS,
                      theirs.driver_jvm_cpu / ROUNDS)
+    batches = (sum(s.batches for s in ours.stages.values()), sum(s.batches for s in theirs.stages.values()))
+    pipeline_row("Spark classes generated and compiled / batch", ours.compiled / max(batches[0], 1),
+                 theirs.compiled / max(batches[1], 1))
     stage_row("Delta commits of its table / batch run", lambda x, s: s.commits_per_batch)
     stage_row("Spark jobs of the query outside batches with rows", lambda x, s: s.jobs_elsewhere)
     pipeline_row("Spark jobs outside the three queries", ours.other_jobs, theirs.other_jobs)

@@ -92,6 +92,15 @@ def thread_shares(before: dict[int, tuple[str, float]], after: dict[int, tuple[s
     return shares
 
 
+def compiled_classes(spark: Any) -> int:
+    """Spark's generated classes compiled so far in this JVM (``CodegenMetrics``: one per cache miss).
+
+    Each is Janino's compile on the thread that planned it, then bytecode the JIT compilers take up.
+    """
+    return int(spark.sparkContext._jvm.org.apache.spark.metrics.source.CodegenMetrics
+               .METRIC_COMPILATION_TIME().getCount())
+
+
 @dataclass
 class Reading:
     """Wall clock and CPU of the driver's Python and JVM (and of each JVM thread) at one moment."""
@@ -100,10 +109,12 @@ class Reading:
     python: float
     jvm: float
     threads: dict[int, tuple[str, float]]
+    compiled: int
 
     @classmethod
-    def now(cls, jvm_pid: int) -> Reading:
-        return cls(time.time(), time.process_time(), process_cpu(jvm_pid), thread_cpu(jvm_pid))
+    def now(cls, jvm_pid: int, spark: Any) -> Reading:
+        return cls(time.time(), time.process_time(), process_cpu(jvm_pid), thread_cpu(jvm_pid),
+                   compiled_classes(spark))
 
 
 @dataclass
@@ -292,6 +303,7 @@ class Scenario:
     other_commits: dict[str, int] = field(default_factory=dict)
     extra: dict[str, float] = field(default_factory=dict)  # input rate, catch-up, produce -> gold
     jvm_threads: dict[str, float] = field(default_factory=dict)  # JVM CPU seconds by thread category
+    compiled: int = 0  # Spark's generated classes compiled in the window
     stages: dict[str, StageProfile] = field(default_factory=dict)
 
     @property

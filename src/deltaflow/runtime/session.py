@@ -114,6 +114,11 @@ def default_conf(layout: StorageLayout | None = None, small_run: bool = False) -
         # incremental view's partials); compressing that cache cost 0.4 s per 200,000 parsed JSON rows here,
         # uncompressed 0.13 s.
         "spark.sql.inMemoryColumnarStorage.compressed": "false",
+        # Spark keeps 100 compiled classes of generated code. A pipeline's queries and the writes inside
+        # its micro-batches need more (about 55 for the clickstream example), so at 100 every batch
+        # evicted classes the next one compiled again: 47 compiles per batch against 2 for the
+        # hand-written jobs, a third of a core in Janino and the JIT (docs/benchmarks.md, profile).
+        "spark.sql.codegen.cache.maxEntries": "1000",
     }
     if layout is not None and layout.is_local:
         conf["spark.sql.warehouse.dir"] = layout.warehouse
