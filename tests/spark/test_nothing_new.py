@@ -98,4 +98,3 @@ def test_nothing_new_starts_no_query_and_whatever_is_new_is_read_once(spark, mak
     assert reason(project, spark) == "the definitions or the spec changed since the last run"
     project.run(spark)
     assert reason(project, spark) is None
-
