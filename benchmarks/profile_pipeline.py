@@ -271,9 +271,9 @@ def section(name: str, title: str, ours: Scenario, theirs: Scenario) -> list[lis
     def pipeline_row(label: str, a: float, b: float) -> None:
         rows.append([label, *blank * 3, *cells(a, b)])
 
-    stage_row("batches with rows (+ without)", lambda x, s: s.batches, (
-        sum(s.batches for s in ours.stages.values()), sum(s.batches for s in theirs.stages.values())),
-        show=lambda s: f"{s.batches} (+{s.no_data})")
+    batches = (sum(s.batches for s in ours.stages.values()), sum(s.batches for s in theirs.stages.values()))
+    stage_row("batches with rows (+ without)", lambda x, s: s.batches, batches,
+              show=lambda s: f"{s.batches} (+{s.no_data})")
     stage_row("rows per batch, median", lambda x, s: s.rows)
     stage_row("batch duration, median ms", lambda x, s: s.duration)
     keys = {k for x in (ours, theirs) for s in x.stages.values() for k, v in s.parts.items() if v}
@@ -299,7 +299,6 @@ def section(name: str, title: str, ours: Scenario, theirs: Scenario) -> list[lis
         pipeline_row("driver Python CPU / round, s", ours.python_cpu / ROUNDS, theirs.python_cpu / ROUNDS)
         pipeline_row("driver JVM CPU / round, s (JVM − executors)", ours.driver_jvm_cpu / ROUNDS,
                      theirs.driver_jvm_cpu / ROUNDS)
-    batches = (sum(s.batches for s in ours.stages.values()), sum(s.batches for s in theirs.stages.values()))
     pipeline_row("Spark classes generated and compiled / batch", ours.compiled / max(batches[0], 1),
                  theirs.compiled / max(batches[1], 1))
     stage_row("Delta commits of its table / batch run", lambda x, s: s.commits_per_batch)

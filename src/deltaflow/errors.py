@@ -144,7 +144,7 @@ def first_line(exc: BaseException) -> str:
               if line.lstrip().startswith("Caused by:")]
     if causes:
         text = re.sub(r"^\s*(?:[\w$]+\.)*([\w$]+(?:Exception|Error)): ", r"\1: ", causes[-1])
-    text = re.sub(r"\s*SQLSTATE: \w+", "", text).strip()
+    text = _without_sqlstate(text)
     return text.splitlines()[0][:300] if text else type(exc).__name__
 
 
@@ -198,4 +198,9 @@ def _python_error(text: str) -> str | None:
             name, message = java[-1]
     if re.match(r"DF-[A-Z]+ ", message):
         return message
-    return re.sub(r"\s*SQLSTATE: \w+", "", f"{name.rsplit('.', 1)[-1]}: {message}").strip()
+    return _without_sqlstate(f"{name.rsplit('.', 1)[-1]}: {message}")
+
+
+def _without_sqlstate(text: str) -> str:
+    """``text`` without Spark's ``SQLSTATE: <code>`` suffixes, stripped."""
+    return re.sub(r"\s*SQLSTATE: \w+", "", text).strip()
