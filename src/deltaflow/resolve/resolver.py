@@ -170,7 +170,7 @@ class Resolver(ResolvedGraph):
         if dataset.schema is not None:
             return self.context.spark.createDataFrame([], dataset.schema).schema
         if flows[0].flow.cdc is not None:
-            from deltaflow.sinks.cdc import target_schema
+            from deltaflow.sinks.cdc_target import target_schema
 
             return target_schema(flows[0].flow, flows[0].df.schema)
         from deltaflow.expectations import table_schema

@@ -14,22 +14,26 @@ Arrow does not carry, there is no copy and the table is read every batch. The co
 in an executor's memory, so a lost executor does not lose it.
 
 Appends go without the batch's transaction id: a replay may append a batch's tombstones twice, which no
-reader can tell apart (a key is buried up to its highest sequence). A batch's deletes are read into the
-driver before its MERGE, in the pass that computes the MERGE's source, and appended from there by
-``deltalake``, without a Spark job (0.18 s of Spark write per batch before, in the trace above).
+reader can tell apart (a key is buried up to its highest sequence). A batch's deletes reach the driver
+before its MERGE, gathered by the job that materializes the MERGE's source (:meth:`Tombstones.watch`,
+an observed ``collect_list``: no job of their own), and are appended from there by ``deltalake``, without
+a Spark job (0.18 s of Spark write per batch before, in the trace above).
 
 Example:
     >>> tombstones = Tombstones(checkpoint.tombstones, retention_seconds=172800)  # doctest: +SKIP
     >>> tombstones.create(spark, key_fields, sequence_type)  # doctest: +SKIP
     >>> buried = tombstones.rows(session)  # doctest: +SKIP
-    >>> pending = tombstones.collect(deletes)  # before the MERGE  # doctest: +SKIP
+    >>> watched = tombstones.watch(latest, F.col("_df_op") == "delete", ["id"])  # doctest: +SKIP
+    >>> pending = watched.pending(latest_checkpointed)  # before the MERGE  # doctest: +SKIP
     >>> tombstones.record(pending, batch_id=7)  # after it  # doctest: +SKIP
 
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, NamedTuple
 
 from deltaflow.sinks.idempotent import unstamped
@@ -39,7 +43,7 @@ if TYPE_CHECKING:
 
     import pyarrow as pa
     from deltalake import DeltaTable
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import Column, DataFrame, SparkSession
     from pyspark.sql.types import DataType, StructField, StructType
 
 SEQUENCE, DELETED_AT = "_df_seq", "_df_deleted_at"
@@ -90,17 +94,51 @@ class Tombstones:
     def collect(self, deletes: DataFrame) -> Pending:
         """Read a batch's deletes (keys and ``_df_seq``) into the driver: one Spark job over the batch.
 
-        A batch's deletes are as many as its events at most; for keys Arrow does not carry they stay a
-        DataFrame and are read again by :meth:`record`. (A ``limit`` here would cost a shuffle: 0.14 s
-        against 0.07 s for 2,000 deletes of 200,000 rows.)
+        For keys Arrow does not carry they stay a DataFrame and are read again by :meth:`record`. (A
+        ``limit`` here would cost a shuffle: 0.14 s against 0.07 s for 2,000 deletes of 200,000 rows.)
         """
         from pyspark.sql import functions as F
 
         new = deletes.withColumn(DELETED_AT, F.current_timestamp())
-        return Pending(new, new.toArrow() if _copyable(new.schema) else None)
+        return Pending(lambda: new, new.toArrow() if _copyable(new.schema) else None)
+
+    def watch(self, source: DataFrame, deleted: Column, keys: Sequence[str]) -> Watched:
+        """Have the first Spark job over ``source`` bring its deletes to the driver: no job of their own.
+
+        ``deleted`` picks the delete rows; their keys and ``_df_seq`` are gathered by an observed
+        ``collect_list`` in the job that computes ``source`` (for auto CDC, the one that materializes the
+        MERGE's source). Keys Arrow does not carry are read by :meth:`collect` instead.
+
+        Example:
+            >>> watched = tombstones.watch(latest, F.col("_df_op") == "delete", ["id"])  # doctest: +SKIP
+            >>> done = watched.source.localCheckpoint()  # the observed job  # doctest: +SKIP
+            >>> pending = watched.pending(done)  # no job of its own  # doctest: +SKIP
+
+        """
+        from pyspark.sql import Observation
+        from pyspark.sql import functions as F
+        from pyspark.sql.types import StructField, StructType, TimestampType
+
+        columns = [*keys, SEQUENCE]
+        schema = StructType([*[source.schema[c] for c in columns], StructField(DELETED_AT, TimestampType())])
+        if not _copyable(schema):
+            return Watched(source, lambda done: self.collect(done.where(deleted).select(*columns)))
+        seen = Observation()
+        observed = source.observe(seen, F.collect_list(F.when(deleted, F.struct(*columns))).alias("rows"))
+
+        def pending(done: DataFrame) -> Pending:
+            import pyarrow as pa
+            from pyspark.sql.pandas.types import to_arrow_schema
+
+            now = datetime.now(UTC)
+            rows = [{**row.asDict(recursive=True), DELETED_AT: now} for row in seen.get["rows"]]
+            copy = pa.Table.from_pylist(rows, schema=to_arrow_schema(schema, timezone="UTC"))
+            return Pending(lambda: done.sparkSession.createDataFrame(copy, schema=schema), copy)
+
+        return Watched(observed, pending)
 
     def record(self, pending: Pending, batch_id: int) -> None:
-        """Append what :meth:`collect` read, without the batch's transaction id (nothing when it is empty).
+        """Append what :meth:`collect` or :meth:`watch` read, without the pair (nothing when it is empty).
 
         Rows read into the driver are appended by ``deltalake`` (no Spark job); every ``CLEANUP_EVERY``
         batches the expired ones are dropped by Spark in the same commit.
@@ -113,7 +151,7 @@ class Tombstones:
             if added.num_rows:
                 self._append(added)
         else:
-            self._rewrite(new, cleanup)
+            self._rewrite(new(), cleanup)
         copy = self._copy
         if cleanup:  # read the table again at the next batch
             self._copy, self._oversize = None, False
@@ -149,8 +187,15 @@ class Tombstones:
 class Pending(NamedTuple):
     """A batch's deletes on their way to the table: as a DataFrame, and as read into the driver."""
 
-    rows: DataFrame
+    rows: Callable[[], DataFrame]  # planned only when Spark writes them (clean-ups, keys Arrow lacks)
     copy: pa.Table | None
+
+
+class Watched(NamedTuple):
+    """A DataFrame whose first job gathers its deletes, and how to get them once it has run."""
+
+    source: DataFrame
+    pending: Callable[[DataFrame], Pending]  # given the computed source (its local checkpoint)
 
 
 def _copyable(schema: StructType) -> bool:

@@ -34,7 +34,8 @@ from deltaflow.runtime.checkpoint_repair import repair_checkpoint
 from deltaflow.runtime.checkpoints import clear_interrupted_writes, unfinished_batch
 from deltaflow.sinks.append import start_append
 from deltaflow.sinks.carry import Branch, carried_frame, carrier_writer, record_carry
-from deltaflow.sinks.cdc import AutoCdcWriter, tombstone_retention
+from deltaflow.sinks.cdc import AutoCdcWriter
+from deltaflow.sinks.cdc_target import tombstone_retention
 from deltaflow.sinks.foreach_batch import start_foreach_batch
 from deltaflow.sinks.materialize import MaterializedView
 from deltaflow.sinks.quarantine import split_writer
