@@ -26,7 +26,7 @@ p99 of the per-batch duration over all rounds. After every round both targets ar
 an order-independent checksum) with each other and with the state expected from the events; the script
 exits with 1 if they differ.
 
-    .venv/bin/python benchmarks/cdc_merge.py [--rows 1000000] [--batches 8] [--cells 1,20] [--rounds 2]
+    .venv/bin/python benchmarks/cdc_merge.py [--rows 1000000] [--batches 8] [--cells 1,20] [--rounds 4]
                                              [--delete-share 1]
 """
 
@@ -308,7 +308,7 @@ def main() -> None:
     parser.add_argument("--workdir", help="folder for the run's tables (default: a temporary folder)")
     parser.add_argument("--keep", action="store_true", help="keep the run's folder at the end")
     parser.add_argument("--seed", type=int, default=42)
-    parser.add_argument("--rounds", type=int, default=2, help="counted rounds per cell (after the warm-up)")
+    parser.add_argument("--rounds", type=int, default=4, help="counted rounds per cell (after the warm-up)")
     parser.add_argument("--shuffle-partitions", type=int, default=4)
     parser.add_argument("--delete-share", type=float, default=DELETE_SHARE * 100,
                         help="percent of each batch's changed keys that are deletes")

@@ -371,6 +371,32 @@ def test_tombstones_read_from_the_drivers_copy_equal_the_table_and_expire_every_
     assert seen() == stored() == [(4, 8), (5, 9), (6, 10)] and tombstones._copy is None
 
 
+def test_a_batchs_deletes_reach_the_driver_with_the_job_that_computes_the_source_and_no_job_of_their_own(
+        spark, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from pyspark import StorageLevel
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import IntegerType, StructField
+
+    from deltaflow.sinks import tombstones as module
+
+    tombstones = module.Tombstones(str(tmp_path / "tombstones"), retention_seconds=3600)
+    tombstones.create(spark, [StructField("id", IntegerType())], IntegerType())
+    tombstones.rows(spark)  # the driver's copy, taken from the empty table
+    events = spark.createDataFrame([(1, 5, "delete"), (2, 6, "upsert"), (3, 7, "delete")],
+                                   "id INT, _df_seq INT, _df_op STRING")
+    watched = tombstones.watch(events, F.col("_df_op") == "delete", ["id"])
+    done = watched.source.localCheckpoint(eager=True, storageLevel=StorageLevel.DISK_ONLY)  # the observed job
+    tracker = spark.sparkContext.statusTracker()
+    jobs = len(tracker.getJobIdsForGroup())
+    pending = watched.pending(done)
+    assert len(tracker.getJobIdsForGroup()) == jobs  # gathered by the checkpoint's job
+    tombstones.record(pending, batch_id=1)
+    stored = DeltaTable(tombstones.path).to_pyarrow_table().to_pylist()
+    assert sorted((r["id"], r["_df_seq"]) for r in stored) == [(1, 5), (3, 7)]
+    assert all(r["_df_deleted_at"] is not None for r in stored)
+    assert sorted((r["id"], r["_df_seq"]) for r in tombstones.rows(spark).collect()) == [(1, 5), (3, 7)]
+
+
 def test_change_feed_for_every_table_from_the_spec(spark, make_project) -> None:  # type: ignore[no-untyped-def]
     code = ERRORS.format(key="id", read='dp.read_changes("target", stream=True)')
     project = make_project(code, spec_extra="table_properties:\n  delta.enableChangeDataFeed: true\n")
