@@ -57,8 +57,6 @@ UPSERT, DELETE, TRUNCATE = "upsert", "delete", "truncate"
 _GUARD = "deltaflow auto CDC: an event without a"  # raise_error's message in a guarded batch
 
 
-
-
 @dataclass
 class AutoCdcWriter:
     """Applies each micro-batch of an auto CDC flow to its target.

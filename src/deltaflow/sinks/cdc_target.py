@@ -89,7 +89,6 @@ def cdc_of(flow: Flow) -> AutoCdc:
     return flow.cdc
 
 
-
 def sequence_type(flow: Flow, source: StructType) -> DataType:
     """The type of the flow's sequence: its column's, or a struct of its columns."""
     from pyspark.sql.types import StructType
