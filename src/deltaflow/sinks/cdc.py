@@ -128,8 +128,9 @@ class AutoCdcWriter:
         """
         return batch.select(*(self._guarded if guarded else self._unguarded))
 
-    # Columns are built once per flow, not per batch: each takes a few py4j calls, and building them took
-    # 70 ms of a 3.2 s batch (200,000 changes into 1M rows). A Column is not bound to a session.
+    # Columns are built once per flow, not per batch (these, _rank, _buried): each takes a few py4j calls,
+    # and building them took 70 ms of a 3.2 s batch (200,000 changes into 1M rows). A Column is not bound
+    # to a session.
     @cached_property
     def _guarded(self) -> list[Column]:
         return self._event_columns(guarded=True)
@@ -243,22 +244,28 @@ class AutoCdcWriter:
                 events = events.withColumn(column, F.last(F.when(F.col(_OP) == UPSERT, F.col(column)),
                                                           ignorenulls=True).over(segment))
             fresh = fresh | ((F.col("_df_epoch") > 0) & (F.col(_OP) == UPSERT))  # deleted earlier in batch
-        winner, buried = self._winner
-        winners = events.withColumn("_df_n", winner).where("_df_n = 1")
+        winners = events.withColumn("_df_n", self._rank).where("_df_n = 1")
         if cdc.ignore_null_updates:  # the MERGE's source carries only the columns its clauses read
             winners = winners.withColumn(_FRESH, fresh)
         winners = winners.drop("_df_n", "_df_epoch", _RANK)
-        return winners.alias("w").join(self.buried.rows(events.sparkSession).alias("b"), buried, "left_anti")
+        rows = self.buried.rows(events.sparkSession).alias("b")
+        return winners.alias("w").join(rows, self._buried, "left_anti")
 
     @cached_property
-    def _winner(self) -> tuple[Column, Column]:
-        """The rank of an event among its key's (1: the latest), and when a tombstone buries a winner."""
+    def _rank(self) -> Column:
+        """An event's rank among its key's events in the batch (1: the latest)."""
         from pyspark.sql import Window
         from pyspark.sql import functions as F
 
         latest = Window.partitionBy(*self.cdc.keys).orderBy(F.col(_SEQ).desc(), F.col(_RANK).desc())
-        buried = F.expr(f"{self._keys_match('w', 'b')} AND w.{_SEQ} <= b.{_SEQ}")  # deleted as late or later
-        return F.row_number().over(latest), buried
+        return F.row_number().over(latest)
+
+    @cached_property
+    def _buried(self) -> Column:
+        """Whether a tombstone ``b`` buries a winner ``w``: its key deleted as late or later."""
+        from pyspark.sql import functions as F
+
+        return F.expr(f"{self._keys_match('w', 'b')} AND w.{_SEQ} <= b.{_SEQ}")
 
     def _merge_latest(self, source: DataFrame, truncates: int) -> None:
         from delta.tables import DeltaTable

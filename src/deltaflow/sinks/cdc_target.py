@@ -4,8 +4,8 @@ Checked when the graph is resolved (the target's schema, before any query starts
 flow's writer (:mod:`deltaflow.sinks.cdc`).
 
 Example:
-    >>> target_schema(flow, source_schema)  # doctest: +SKIP
-    StructType([StructField('id', LongType(), True), ...])
+    >>> target_schema(flow, events.schema).names  # doctest: +SKIP
+    ['id', 'name', 'city', 'balance', 'seq']
 
 """
 
