@@ -319,17 +319,21 @@ def test_cdc_mistakes_are_one_line_errors_at_their_line(spark, make_project: Cal
         Pipeline(spec, spark=spark).dry_run()
 
 
-@pytest.mark.parametrize("flow", ["", ", apply_as_deletes=\"op = 'D'\"", ", stored_as_scd_type=2"])
+@pytest.mark.parametrize("flow", ['"seq"', '"seq", apply_as_deletes="op = \'D\'"',
+                                  '"seq", apply_as_truncates="op = \'T\'"', '["op", "seq"]',
+                                  '"seq", stored_as_scd_type=2'])
 @pytest.mark.parametrize(("events", "message"), [
     ([(1, 1, "I"), (2, None, "I"), (None, 3, "I"), (3, None, "U")],
-     "2 event(s) have a null sequence_by (seq)"),
+     "2 event(s) have a null sequence_by ({sequence})"),
     ([(1, 1, "I"), (None, 2, "I")], "1 event(s) have a null key (id)"),
+    ([(1, 1, "I"), (1, None, "U")], "1 event(s) have a null sequence_by ({sequence})"),  # not the latest
 ])
 def test_an_event_without_a_key_or_a_sequence_stops_the_flow_and_applies_nothing(  # type: ignore[no-untyped-def]
         spark, make_project, events: list[tuple[int | None, int | None, str]], message: str,
         flow: str) -> None:
     code = ERRORS.format(key="id", read='dp.read_stream("changes")')
-    project = make_project(code.replace('sequence_by="seq")', f'sequence_by="seq"{flow})'))
+    project = make_project(code.replace('sequence_by="seq")', f"sequence_by={flow})"))
+    message = message.format(sequence="op, seq" if flow.startswith("[") else "seq")
     project.drop("1.json", [{"id": i, "seq": q, "op": o} for i, q, o in events])
     with pytest.raises(FlowError, match=rf"auto CDC flow 'target': {re.escape(message)}"):
         run(spark, project)

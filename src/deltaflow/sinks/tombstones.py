@@ -31,15 +31,14 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from deltaflow.sinks.idempotent import unstamped
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
 
     import pyarrow as pa
     from deltalake import DeltaTable
@@ -49,6 +48,7 @@ if TYPE_CHECKING:
 SEQUENCE, DELETED_AT = "_df_seq", "_df_deleted_at"
 CLEANUP_EVERY = 100  # batches between two removals of expired tombstones
 COPY_LIMIT = 100_000  # rows the driver keeps a copy of; above, the table is read every batch
+_GATHERED = "_df_deletes"  # the observed metric that gathers a batch's deletes
 
 
 @dataclass
@@ -102,40 +102,49 @@ class Tombstones:
         new = deletes.withColumn(DELETED_AT, F.current_timestamp())
         return Pending(lambda: new, new.toArrow() if _copyable(new.schema) else None)
 
-    def watch(self, source: DataFrame, deleted: Column, keys: Sequence[str]) -> Watched:
+    def watch(self, source: DataFrame, deleted: Column, keys: Sequence[str], *, sequence: str = SEQUENCE,
+              also: Mapping[str, Column] | None = None) -> Watched:
         """Have the first Spark job over ``source`` bring its deletes to the driver: no job of their own.
 
-        ``deleted`` picks the delete rows; their keys and ``_df_seq`` are gathered by an observed
-        ``collect_list`` in the job that computes ``source`` (for auto CDC, the one that materializes the
-        MERGE's source). Keys Arrow does not carry are read by :meth:`collect` instead.
+        ``deleted`` picks the delete rows; their keys and ``sequence`` (recorded as ``_df_seq``) are
+        gathered by an observed ``collect_list`` in the job that computes ``source`` (for auto CDC, the one
+        that materializes the MERGE's source). Keys Arrow does not carry are read by :meth:`collect`
+        instead. ``also`` names more aggregates to observe in the same job (:attr:`Watched.metrics`).
 
         Example:
-            >>> watched = tombstones.watch(latest, F.col("_df_op") == "delete", ["id"])  # doctest: +SKIP
+            >>> watched = tombstones.watch(latest, F.col("_df_op") == "delete", ["id"], sequence="seq",
+            ...                            also={"nulls": F.count_if(F.col("id").isNull())})  # doctest: +SKIP
             >>> done = watched.source.localCheckpoint()  # the observed job  # doctest: +SKIP
-            >>> pending = watched.pending(done)  # no job of its own  # doctest: +SKIP
+            >>> nulls, pending = watched.metrics()["nulls"], watched.pending(done)  # no job  # doctest: +SKIP
 
         """
         from pyspark.sql import Observation
         from pyspark.sql import functions as F
         from pyspark.sql.types import StructField, StructType, TimestampType
 
-        columns = [*keys, SEQUENCE]
-        schema = StructType([*[source.schema[c] for c in columns], StructField(DELETED_AT, TimestampType())])
-        if not _copyable(schema):
-            return Watched(source, lambda done: self.collect(done.where(deleted).select(*columns)))
+        columns = [*[F.col(k) for k in keys], F.col(sequence).alias(SEQUENCE)]
+        fields = [*[source.schema[k] for k in keys], StructField(SEQUENCE, source.schema[sequence].dataType)]
+        schema = StructType([*fields, StructField(DELETED_AT, TimestampType())])
         seen = Observation()
-        observed = source.observe(seen, F.collect_list(F.when(deleted, F.struct(*columns))).alias("rows"))
+        metrics = [column.alias(name) for name, column in (also or {}).items()]
+        copyable = _copyable(schema)
+        if copyable:
+            metrics.append(F.collect_list(F.when(deleted, F.struct(*columns))).alias(_GATHERED))
+        observed = source.observe(seen, *metrics) if metrics else source
 
         def pending(done: DataFrame) -> Pending:
+            if not copyable:
+                return self.collect(done.where(deleted).select(*columns))
             import pyarrow as pa
             from pyspark.sql.pandas.types import to_arrow_schema
 
             now = datetime.now(UTC)
-            rows = [{**row.asDict(recursive=True), DELETED_AT: now} for row in seen.get["rows"]]
+            rows = [{**row.asDict(recursive=True), DELETED_AT: now} for row in seen.get[_GATHERED]]
             copy = pa.Table.from_pylist(rows, schema=to_arrow_schema(schema, timezone="UTC"))
             return Pending(lambda: done.sparkSession.createDataFrame(copy, schema=schema), copy)
 
-        return Watched(observed, pending)
+        return Watched(observed, pending, lambda: {k: v for k, v in seen.get.items() if k != _GATHERED}
+                       if metrics else {})
 
     def record(self, pending: Pending, batch_id: int) -> None:
         """Append what :meth:`collect` or :meth:`watch` read, without the pair (nothing when it is empty).
@@ -196,6 +205,7 @@ class Watched(NamedTuple):
 
     source: DataFrame
     pending: Callable[[DataFrame], Pending]  # given the computed source (its local checkpoint)
+    metrics: Callable[[], dict[str, Any]]  # the other observed aggregates, once the job has run
 
 
 def _copyable(schema: StructType) -> bool:
