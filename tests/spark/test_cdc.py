@@ -423,3 +423,55 @@ def test_change_feed_for_every_table_from_the_spec(spark, make_project) -> None:
     with pytest.raises(GraphError, match=r"defs\.py:11: 'reader' holds the change-feed columns _change_type, "
                        "_commit_version, _commit_timestamp"):
         Pipeline(spec, spark=spark).dry_run()
+
+
+@pytest.mark.parametrize("copy", [True, False])
+def test_tombstones_are_joined_only_to_a_batch_with_events_old_enough_to_be_buried(  # type: ignore[no-untyped-def]
+        spark, make_project, monkeypatch, copy: bool) -> None:
+    from deltaflow.sinks import cdc, tombstones
+
+    if not copy:  # no copy in the driver once there are tombstones: they are joined to every batch
+        monkeypatch.setattr(tombstones, "COPY_LIMIT", 0)
+    joins: list[int] = []
+    unburied = cdc.AutoCdcWriter._unburied
+    monkeypatch.setattr(cdc.AutoCdcWriter, "_unburied", lambda w, df: joins.append(1) or unburied(w, df))
+    code = ERRORS.format(key="id", read='dp.read_stream("changes")')
+    deletes = 'sequence_by="seq", apply_as_deletes="op = \'D\'")'
+    project = make_project(code.replace('sequence_by="seq")', deletes))
+    for number, events, joined, expected in [
+        (1, [(1, 1, "I"), (2, 2, "I"), (1, 3, "D")], (0, 0), [2]),  # no tombstone yet
+        (2, [(3, 4, "I"), (2, 5, "U")], (0, 1), [2, 3]),  # every sequence above the tombstone's, (1, 3)
+        (3, [(1, 2, "I"), (4, 6, "I")], (1, 1), [2, 3, 4]),  # (1, 2) is buried: 1 is not brought back
+        (4, [(1, 7, "I")], (0, 1), [1, 2, 3, 4]),  # above (1, 3): 1 is back
+    ]:
+        joins.clear()
+        project.drop(f"{number}.json", [{"id": i, "seq": q, "op": o} for i, q, o in events])
+        run(spark, project)
+        assert sorted(r["id"] for r in rows(project, "target")) == expected, number
+        assert len(joins) == joined[0 if copy else 1], number
+
+
+@pytest.mark.parametrize(("kind", "highest", "above"), [
+    ("BIGINT", "20000000000007", "20000000000008"),
+    ("DECIMAL(20,3)", "12.345", "12.346"),
+    ("STRING", "'2026-11-28 10:00'", "'2026-11-28 10:01'"),
+    ("DATE", "DATE'2026-11-28'", "DATE'2026-11-29'"),
+    ("TIMESTAMP", "TIMESTAMP'2026-11-28 10:00:00.123456'", "TIMESTAMP'2026-11-28 10:00:00.123457'"),
+])
+def test_the_drivers_copy_tells_which_sequences_a_tombstone_may_bury(  # type: ignore[no-untyped-def]
+        spark, tmp_path, kind: str, highest: str, above: str) -> None:
+    from pyspark.sql.types import IntegerType, StructField
+
+    from deltaflow.sinks.tombstones import Tombstones
+
+    tombstones = Tombstones(str(tmp_path / "tombstones"), retention_seconds=3600)
+    deletes = spark.sql(f"SELECT 1 AS id, CAST({highest} AS {kind}) AS _df_seq")
+    tombstones.create(spark, [StructField("id", IntegerType())], deletes.schema["_df_seq"].dataType)
+    nothing = tombstones.may_bury(spark, "seq")
+    assert nothing is not None and spark.range(1).select(nothing).first()[0] is False  # no tombstone yet
+    tombstones.record(tombstones.collect(deletes), batch_id=1)
+    late = tombstones.may_bury(spark, "seq")
+    assert late is not None
+    events = spark.sql(f"SELECT 0 AS n, CAST({highest} AS {kind}) AS seq UNION ALL "
+                       f"SELECT 1, CAST({above} AS {kind})")
+    assert sorted(tuple(r) for r in events.select("n", late).collect()) == [(0, True), (1, False)]

@@ -104,11 +104,10 @@ class AutoCdcWriter:
         try:
             truncates = 0
             if self.cdc.apply_as_truncates is not None:
-                row = events.agg(F.count_if(F.col(_OP) == TRUNCATE), F.count_if(self._suspect(_OP))).first()
-                assert row is not None
-                if row[1]:
+                bad, wipe = self._unordered() | self._keyless(F.col(_OP)), F.col(_OP) == TRUNCATE
+                truncates, suspects = events.agg(F.count_if(wipe), F.count_if(bad)).head(1)[0]
+                if suspects:
                     raise _BadEvents
-                truncates = row[0]
             if self.cdc.scd_type == 1:
                 self._scd1(events, truncates, batch_id)
             else:
@@ -176,12 +175,6 @@ class AutoCdcWriter:
         single = len(self.cdc.sequence_by) == 1 and self.cdc.scd_type == 1
         return self.cdc.sequence_by[0] if single else _SEQ
 
-    def _suspect(self, op: str) -> Column:
-        """Whether an event has no key (and is not a truncate) or no sequence."""
-        from pyspark.sql import functions as F
-
-        return self._unordered() | self._keyless(F.col(op))
-
     def _unordered(self) -> Column:
         from pyspark.sql import functions as F
 
@@ -223,26 +216,34 @@ class AutoCdcWriter:
     def _scd1(self, events: DataFrame, truncates: int, batch_id: int) -> None:
         """The latest event per key, merged in: one pass over the batch for the MERGE and the tombstones.
 
-        The job that materializes the MERGE's source also brings its deletes to the driver
-        (:meth:`Tombstones.watch`), and counts the winners without a key or sequence: a null sequence
-        ranks first in its key, and null keys make a key of their own, so a bad event makes a bad winner,
-        and the batch fails before its MERGE. The deletes are recorded after it. A winning delete is
-        enough for a tombstone in SCD type 1: an earlier delete of its key in the batch is outranked by the
-        row the winner leaves in the target (or by the winner's tombstone).
+        The job that materializes the MERGE's source brings its deletes to the driver (recorded after the
+        MERGE; :meth:`Tombstones.watch`) and counts two kinds of winners. Without a key or sequence: a null
+        sequence ranks first in its key and null keys make a key of their own, so a bad event makes a bad
+        winner, and the batch fails before its MERGE. Old enough for a tombstone to bury
+        (:meth:`Tombstones.may_bury`): only then are the tombstones joined, to the computed source (a
+        buried delete recorded again changes nothing). A winning delete is enough for a tombstone: an
+        earlier one of its key is outranked by the row the winner leaves (or by the winner's tombstone).
         """
         from pyspark.sql import functions as F
 
         latest = self._latest(events, truncates)
         deleting = self.cdc.apply_as_deletes is not None
+        checks = {"suspects": F.count_if(F.col(self._seq).isNull() | self._keyless(F.col(_OP)))}
+        late = self.buried.may_bury(events.sparkSession, self._seq)
+        if late is None:
+            latest = self._unburied(latest)
+        else:
+            checks["late"] = F.count_if(late)
         watched = self.buried.watch(latest, F.col(_OP) == DELETE if deleting else F.lit(False),
-                                    self.cdc.keys, sequence=self._seq,
-                                    also={"suspects": F.count_if(F.col(self._seq).isNull()
-                                                                 | self._keyless(F.col(_OP)))})
+                                    self.cdc.keys, sequence=self._seq, also=checks)
 
         def write(source: DataFrame) -> None:
-            if watched.metrics()["suspects"]:
+            metrics = watched.metrics()
+            if metrics["suspects"]:
                 raise _BadEvents
             deletes = watched.pending(source) if deleting else None
+            if metrics.get("late"):  # deterministic: both passes of the MERGE see the same rows
+                source = self._unburied(source)
             self._merge_latest(source, truncates)
             if deletes is not None:
                 self.buried.record(deletes, batch_id)
@@ -250,7 +251,7 @@ class AutoCdcWriter:
         on_materialized(watched.source, write)
 
     def _latest(self, events: DataFrame, truncates: int) -> DataFrame:
-        """The batch's latest event per key, less those a tombstone buries.
+        """The batch's latest event per key (a tombstone may bury some: :meth:`_unburied`).
 
         ``_df_fresh``: the event has no stored row to fill its nulls from.
         """
@@ -278,8 +279,11 @@ class AutoCdcWriter:
         winners = events.withColumn("_df_n", self._rank).where("_df_n = 1")
         if cdc.ignore_null_updates:  # the MERGE's source carries only the columns its clauses read
             winners = winners.withColumn(_FRESH, fresh)
-        winners = winners.drop("_df_n", "_df_epoch", _RANK)
-        rows = self.buried.rows(events.sparkSession).alias("b")
+        return winners.drop("_df_n", "_df_epoch", _RANK)
+
+    def _unburied(self, winners: DataFrame) -> DataFrame:
+        """The winners no tombstone buries."""
+        rows = self.buried.rows(winners.sparkSession).alias("b")
         return winners.alias("w").join(rows, self._buried, "left_anti")
 
     @cached_property

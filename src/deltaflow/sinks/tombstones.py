@@ -79,17 +79,49 @@ class Tombstones:
 
     def rows(self, session: SparkSession) -> DataFrame:
         """Every tombstone (keys, ``_df_seq``, ``_df_deleted_at``), from the copy when there is one."""
-        if self._copy is None and not self._oversize:
-            table = session.read.format("delta").load(self.path)
-            found = table.limit(COPY_LIMIT + 1).toArrow() if _copyable(table.schema) else None
-            self._oversize = found is None or found.num_rows > COPY_LIMIT
-            self._copy, self._schema = (None if self._oversize else found), table.schema
+        self._load(session)
         if self._copy is None or self._schema is None:
             return session.read.format("delta").load(self.path)
         from pyspark.sql import functions as F
 
         # A DataFrame made from Arrow has no size for the planner: say it is small (at most COPY_LIMIT rows)
         return F.broadcast(session.createDataFrame(self._copy, schema=self._schema))
+
+    def may_bury(self, session: SparkSession, sequence: str) -> Column | None:
+        """Whether a tombstone may bury an event: its ``sequence`` is not above the highest tombstone's.
+
+        Told by the driver's copy: ``lit(False)`` when there are no tombstones, ``None`` when the copy
+        cannot tell (there is none, or the sequence is a struct or a float, which Arrow orders otherwise
+        than Spark). For a feed whose sequences only grow, no event of a new batch passes.
+
+        Example:
+            >>> late = tombstones.may_bury(spark, "seq")  # doctest: +SKIP
+            >>> str(late)  # doctest: +SKIP
+            "Column<'(seq <= CAST(20000000000007 AS BIGINT))'>"
+
+        """
+        import pyarrow as pa
+        import pyarrow.compute as pc
+        from pyspark.sql import functions as F
+
+        self._load(session)
+        if self._copy is None or self._schema is None:
+            return None
+        column = self._copy.column(SEQUENCE)
+        if pa.types.is_struct(column.type) or pa.types.is_floating(column.type):
+            return None
+        highest = pc.max(column).as_py() if self._copy.num_rows else None
+        if highest is None:
+            return F.lit(False)
+        return F.col(sequence) <= F.lit(highest).cast(self._schema[SEQUENCE].dataType)
+
+    def _load(self, session: SparkSession) -> None:
+        """Read the table into the driver's copy, unless there is one or it has too many rows."""
+        if self._copy is None and not self._oversize:
+            table = session.read.format("delta").load(self.path)
+            found = table.limit(COPY_LIMIT + 1).toArrow() if _copyable(table.schema) else None
+            self._oversize = found is None or found.num_rows > COPY_LIMIT
+            self._copy, self._schema = (None if self._oversize else found), table.schema
 
     def collect(self, deletes: DataFrame) -> Pending:
         """Read a batch's deletes (keys and ``_df_seq``) into the driver: one Spark job over the batch.
