@@ -368,6 +368,7 @@ def test_tombstones_read_from_the_drivers_copy_equal_the_table_and_expire_every_
     assert tombstones._copy is not None and tombstones._copy.num_rows == 3  # extended, not read again
     assert seen() == stored() == [(1, 5), (2, 6), (3, 7)]  # appended, expired or not, between clean-ups
     record([(4, 8)], batch_id=module.CLEANUP_EVERY)
+    assert tombstones._copy is not None and tombstones._copy.num_rows == 1  # filtered by the table's cutoff
     assert seen() == stored() == [(4, 8)]  # older than the retention (0 s): gone; the batch's own kept
     monkeypatch.setattr(module, "COPY_LIMIT", 2)  # above it, the table is read every batch
     record([(5, 9), (6, 10)], batch_id=module.CLEANUP_EVERY + 1)

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from deltaflow.sinks.idempotent import unstamped
@@ -72,10 +72,11 @@ class Tombstones:
     def create(self, spark: SparkSession, key_fields: list[StructField], sequence: DataType) -> None:
         """Create the table if it does not exist, so that every batch can read it."""
         from delta.tables import DeltaTable
-        from pyspark.sql.types import StructField, TimestampType
+        from pyspark.sql.types import StructField, StructType, TimestampType
 
         fields = [*key_fields, StructField(SEQUENCE, sequence), StructField(DELETED_AT, TimestampType())]
         DeltaTable.createIfNotExists(spark).location(self.path).addColumns(fields).execute()
+        self._schema = StructType(fields)
 
     def rows(self, session: SparkSession) -> DataFrame:
         """Every tombstone (keys, ``_df_seq``, ``_df_deleted_at``), from the copy when there is one."""
@@ -84,8 +85,9 @@ class Tombstones:
             return session.read.format("delta").load(self.path)
         from pyspark.sql import functions as F
 
-        # A DataFrame made from Arrow has no size for the planner: say it is small (at most COPY_LIMIT rows)
-        return F.broadcast(session.createDataFrame(self._copy, schema=self._schema))
+        # A DataFrame made from Arrow has no size for the planner: say it is small (at most COPY_LIMIT rows).
+        # One chunk: pyspark drops the rows after an empty chunk (one a clean-up's filter leaves, say).
+        return F.broadcast(session.createDataFrame(self._copy.combine_chunks(), schema=self._schema))
 
     def may_bury(self, session: SparkSession, sequence: str) -> Column | None:
         """Whether a tombstone may bury an event: its ``sequence`` is not above the highest tombstone's.
@@ -116,12 +118,35 @@ class Tombstones:
         return F.col(sequence) <= F.lit(highest).cast(self._schema[SEQUENCE].dataType)
 
     def _load(self, session: SparkSession) -> None:
-        """Read the table into the driver's copy, unless there is one or it has too many rows."""
-        if self._copy is None and not self._oversize:
+        """Read the table into the driver's copy, unless there is one or it has too many rows.
+
+        Read by ``deltalake`` once :meth:`create` has told the schema: a Spark read of a table that
+        changed costs jobs over its log (0.2-0.3 s on two cores).
+        """
+        if self._copy is not None or self._oversize:
+            return
+        if self._schema is None:
             table = session.read.format("delta").load(self.path)
+            self._schema = table.schema
             found = table.limit(COPY_LIMIT + 1).toArrow() if _copyable(table.schema) else None
-            self._oversize = found is None or found.num_rows > COPY_LIMIT
-            self._copy, self._schema = (None if self._oversize else found), table.schema
+        else:
+            found = self._read() if _copyable(self._schema) else None
+        self._oversize = found is None or found.num_rows > COPY_LIMIT
+        self._copy = None if self._oversize else found
+
+    def _read(self) -> pa.Table | None:
+        """The table's rows read by ``deltalake``, typed as :meth:`watch` gathers them (None: too many)."""
+        from pyspark.sql.pandas.types import to_arrow_schema
+
+        assert self._schema is not None
+        log = self._handle()
+        actions = log.get_add_actions(flatten=True)
+        counted = "num_records" in actions.column_names
+        if counted and sum(n or 0 for n in actions.column("num_records").to_pylist()) > COPY_LIMIT:
+            return None
+        schema = to_arrow_schema(self._schema, timezone="UTC")
+        found = log.to_pyarrow_table(columns=schema.names)
+        return found.cast(schema) if found.num_rows else schema.empty_table()  # no chunk to cast
 
     def collect(self, deletes: DataFrame) -> Pending:
         """Read a batch's deletes (keys and ``_df_seq``) into the driver: one Spark job over the batch.
@@ -185,16 +210,20 @@ class Tombstones:
         batches the expired ones are dropped by Spark in the same commit.
         """
         import pyarrow as pa
+        import pyarrow.compute as pc
 
-        cleanup = batch_id % CLEANUP_EVERY == 0
+        cleanup = batch_id > 0 and batch_id % CLEANUP_EVERY == 0
+        cutoff = datetime.now(UTC) - timedelta(seconds=self.retention_seconds)
         new, added = pending
         if added is not None and not cleanup:
             if added.num_rows:
                 self._append(added)
         else:
-            self._rewrite(new(), cleanup)
+            self._rewrite(new(), cutoff if cleanup else None)
         copy = self._copy
-        if cleanup:  # read the table again at the next batch
+        if cleanup and copy is not None:  # what the table kept, by the same cutoff
+            copy = copy.filter(pc.field(DELETED_AT) >= cutoff)
+        if cleanup and (copy is None or added is None):  # read the table again at the next batch
             self._copy, self._oversize = None, False
         elif copy is not None and added is not None and copy.num_rows + added.num_rows <= COPY_LIMIT:
             self._copy = pa.concat_tables([copy, added.cast(copy.schema)])  # extended
@@ -202,25 +231,33 @@ class Tombstones:
             self._copy, self._oversize = None, True
 
     def _append(self, rows: pa.Table) -> None:
-        from deltalake import DeltaTable, write_deltalake
+        from deltalake import write_deltalake
 
-        if self._log is None:  # opened once: a path would be opened anew, its log read, every append
+        write_deltalake(self._handle(), rows, mode="append")
+
+    def _handle(self) -> DeltaTable:
+        """``deltalake``'s handle on the table, at its latest version.
+
+        Opened once: a path would be opened anew, its log read, at every use.
+        """
+        from deltalake import DeltaTable
+
+        if self._log is None:
             self._log = DeltaTable(self.path, storage_options=dict(self.storage_options or {}) or None)
         else:
             self._log.update_incremental()
-        write_deltalake(self._log, rows, mode="append")
+        return self._log
 
-    def _rewrite(self, new: DataFrame, cleanup: bool) -> None:
-        """Append ``new`` with Spark; at a clean-up, overwrite the table with it and the unexpired rows."""
+    def _rewrite(self, new: DataFrame, cutoff: datetime | None) -> None:
+        """Append ``new`` with Spark; at a clean-up, overwrite the table with it and rows since ``cutoff``."""
         from pyspark.sql import functions as F
 
         session = new.sparkSession
-        if not cleanup and new.isEmpty():  # rows not read into the driver: nothing to append, no commit
+        if cutoff is None and new.isEmpty():  # rows not read into the driver: nothing to append, no commit
             return
         writer = new.write.format("delta").mode("append")
-        if cleanup:
-            cutoff = F.expr(f"current_timestamp() - INTERVAL {int(self.retention_seconds)} SECONDS")
-            kept = session.read.format("delta").load(self.path).where(F.col(DELETED_AT) >= cutoff)
+        if cutoff is not None:
+            kept = session.read.format("delta").load(self.path).where(F.col(DELETED_AT) >= F.lit(cutoff))
             writer = kept.localCheckpoint().unionByName(new).write.format("delta").mode("overwrite")
         with unstamped(session):
             writer.save(self.path)
