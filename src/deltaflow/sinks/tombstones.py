@@ -6,12 +6,12 @@ sequence of its rows. Every ``CLEANUP_EVERY`` batches the rows older than the re
 
 Every batch reads them, and reading a Delta table that changed since the last read costs Spark jobs over
 its log before the rows. The flow's writer is the table's only writer while it runs (one writing run per
-table), so it keeps a copy of the rows in the driver (an Arrow table, read once, then extended by what it
-appends) and reads that instead. In a trace of one batch on two cores (200,000 changes into a 1M-row
-table), building the MERGE's source took 1.10 s reading the table and 0.58 s from the copy (a
-hand-written MERGE without tombstones: 0.33 s). Above :data:`COPY_LIMIT` rows, or for a key of a type
-Arrow does not carry, there is no copy and the table is read every batch. The copy is in the driver, not
-in an executor's memory, so a lost executor does not lose it.
+table), so it keeps a copy of the rows in the driver (an Arrow table, read once by ``deltalake``, then
+extended by what it appends) and reads that instead. In a trace of one batch on two cores (200,000
+changes into a 1M-row table), building the MERGE's source took 1.10 s reading the table and 0.58 s from
+the copy (a hand-written MERGE without tombstones: 0.33 s). Above :data:`COPY_LIMIT` rows, or for a key
+of a type Arrow does not carry, there is no copy and the table is read every batch. The copy is in the
+driver, not in an executor's memory, so a lost executor does not lose it.
 
 Appends go without the batch's transaction id: a replay may append a batch's tombstones twice, which no
 reader can tell apart (a key is buried up to its highest sequence). A batch's deletes reach the driver
