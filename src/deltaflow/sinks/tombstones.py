@@ -39,7 +39,6 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from deltaflow.sinks.idempotent import unstamped
 
 if TYPE_CHECKING:
-
     import pyarrow as pa
     from deltalake import DeltaTable
     from pyspark.sql import Column, DataFrame, SparkSession
