@@ -468,10 +468,10 @@ def test_the_drivers_copy_tells_which_sequences_a_tombstone_may_bury(  # type: i
     tombstones = Tombstones(str(tmp_path / "tombstones"), retention_seconds=3600)
     deletes = spark.sql(f"SELECT 1 AS id, CAST({highest} AS {kind}) AS _df_seq")
     tombstones.create(spark, [StructField("id", IntegerType())], deletes.schema["_df_seq"].dataType)
-    nothing = tombstones.may_bury(spark, "seq")
+    nothing = tombstones.may_bury("seq")
     assert nothing is not None and spark.range(1).select(nothing).first()[0] is False  # no tombstone yet
     tombstones.record(tombstones.collect(deletes), batch_id=1)
-    late = tombstones.may_bury(spark, "seq")
+    late = tombstones.may_bury("seq")
     assert late is not None
     events = spark.sql(f"SELECT 0 AS n, CAST({highest} AS {kind}) AS seq UNION ALL "
                        f"SELECT 1, CAST({above} AS {kind})")

@@ -229,13 +229,13 @@ class AutoCdcWriter:
         latest = self._latest(events, truncates)
         deleting = self.cdc.apply_as_deletes is not None
         checks = {"suspects": F.count_if(F.col(self._seq).isNull() | self._keyless(F.col(_OP)))}
-        late = self.buried.may_bury(events.sparkSession, self._seq)
+        late = self.buried.may_bury(self._seq)
         if late is None:
             latest = self._unburied(latest)
         else:
             checks["late"] = F.count_if(late)
-        watched = self.buried.watch(latest, F.col(_OP) == DELETE if deleting else F.lit(False),
-                                    self.cdc.keys, sequence=self._seq, also=checks)
+        watched = self.buried.watch(latest, F.col(_OP) == DELETE if deleting else None, self.cdc.keys,
+                                    sequence=self._seq, also=checks)
 
         def write(source: DataFrame) -> None:
             metrics = watched.metrics()

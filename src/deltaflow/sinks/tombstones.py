@@ -79,7 +79,7 @@ class Tombstones:
 
     def rows(self, session: SparkSession) -> DataFrame:
         """Every tombstone (keys, ``_df_seq``, ``_df_deleted_at``), from the copy when there is one."""
-        self._load(session)
+        self._load()
         if self._copy is None or self._schema is None:
             return session.read.format("delta").load(self.path)
         from pyspark.sql import functions as F
@@ -88,7 +88,7 @@ class Tombstones:
         # One chunk: pyspark drops the rows after an empty chunk (one a clean-up's filter leaves, say).
         return F.broadcast(session.createDataFrame(self._copy.combine_chunks(), schema=self._schema))
 
-    def may_bury(self, session: SparkSession, sequence: str) -> Column | None:
+    def may_bury(self, sequence: str) -> Column | None:
         """Whether a tombstone may bury an event: its ``sequence`` is not above the highest tombstone's.
 
         Told by the driver's copy: ``lit(False)`` when there are no tombstones, ``None`` when the copy
@@ -96,7 +96,7 @@ class Tombstones:
         than Spark). For a feed whose sequences only grow, no event of a new batch passes.
 
         Example:
-            >>> late = tombstones.may_bury(spark, "seq")  # doctest: +SKIP
+            >>> late = tombstones.may_bury("seq")  # doctest: +SKIP
             >>> str(late)  # doctest: +SKIP
             "Column<'(seq <= CAST(20000000000007 AS BIGINT))'>"
 
@@ -105,7 +105,7 @@ class Tombstones:
         import pyarrow.compute as pc
         from pyspark.sql import functions as F
 
-        self._load(session)
+        self._load()
         if self._copy is None or self._schema is None:
             return None
         column = self._copy.column(SEQUENCE)
@@ -116,20 +116,17 @@ class Tombstones:
             return F.lit(False)
         return F.col(sequence) <= F.lit(highest).cast(self._schema[SEQUENCE].dataType)
 
-    def _load(self, session: SparkSession) -> None:
+    def _load(self) -> None:
         """Read the table into the driver's copy, unless there is one or it has too many rows.
 
-        Read by ``deltalake`` once :meth:`create` has told the schema: a Spark read of a table that
-        changed costs jobs over its log (0.2-0.3 s on two cores).
+        Read by ``deltalake``, with the schema :meth:`create` set: a Spark read of a table that changed
+        costs jobs over its log (0.2-0.3 s on two cores).
         """
         if self._copy is not None or self._oversize:
             return
         if self._schema is None:
-            table = session.read.format("delta").load(self.path)
-            self._schema = table.schema
-            found = table.limit(COPY_LIMIT + 1).toArrow() if _copyable(table.schema) else None
-        else:
-            found = self._read() if _copyable(self._schema) else None
+            raise RuntimeError("Tombstones.create first: it sets the table's schema")
+        found = self._read() if _copyable(self._schema) else None
         self._oversize = found is None or found.num_rows > COPY_LIMIT
         self._copy = None if self._oversize else found
 
@@ -158,14 +155,15 @@ class Tombstones:
         new = deletes.withColumn(DELETED_AT, F.current_timestamp())
         return Pending(lambda: new, new.toArrow() if _copyable(new.schema) else None)
 
-    def watch(self, source: DataFrame, deleted: Column, keys: Sequence[str], *, sequence: str = SEQUENCE,
-              also: Mapping[str, Column] | None = None) -> Watched:
+    def watch(self, source: DataFrame, deleted: Column | None, keys: Sequence[str], *,
+              sequence: str = SEQUENCE, also: Mapping[str, Column] | None = None) -> Watched:
         """Have the first Spark job over ``source`` bring its deletes to the driver: no job of their own.
 
         ``deleted`` picks the delete rows; their keys and ``sequence`` (recorded as ``_df_seq``) are
         gathered by an observed ``collect_list`` in the job that computes ``source`` (for auto CDC, the one
         that materializes the MERGE's source). Keys Arrow does not carry are read by :meth:`collect`
-        instead. ``also`` names more aggregates to observe in the same job (:attr:`Watched.metrics`).
+        instead. ``also`` names more aggregates to observe in the same job (:attr:`Watched.metrics`);
+        with ``deleted`` None, only those are (a flow without deletes).
 
         Example:
             >>> watched = tombstones.watch(latest, F.col("_df_op") == "delete", ["id"], sequence="seq",
@@ -184,11 +182,12 @@ class Tombstones:
         seen = Observation()
         metrics = [column.alias(name) for name, column in (also or {}).items()]
         copyable = _copyable(schema)
-        if copyable:
+        if copyable and deleted is not None:
             metrics.append(F.collect_list(F.when(deleted, F.struct(*columns))).alias(_GATHERED))
         observed = source.observe(seen, *metrics) if metrics else source
 
         def pending(done: DataFrame) -> Pending:
+            assert deleted is not None, "no deletes were watched"
             if not copyable:
                 return self.collect(done.where(deleted).select(*columns))
             import pyarrow as pa
