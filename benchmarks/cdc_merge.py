@@ -17,8 +17,9 @@ so one commit is one micro-batch; batch 0 (the initial load into the empty targe
   hand-written job: it checks for null keys and sequences, and it keeps tombstones so that a late insert
   cannot bring back a deleted row (the hand-written job would let it).
 
-Both run in one SparkSession, one at a time, each into its own fresh target and checkpoint. A warm-up
-round on a small cell (a tenth of the rows, two batches) runs first and is discarded; then each cell runs
+Both run in one SparkSession, one at a time, each into its own fresh target and checkpoint. Each cell
+first runs a warm-up round of its own size, discarded (the JVM settles over a whole round: after a smaller
+warm-up, both contestants' first counted round ran about a quarter below their later rounds' rates); then
 ``--rounds`` rounds, the order alternating (hand-written first in odd rounds, deltaflow first in even
 ones). Figures per contestant and cell: source rows per second over the counted batches (their rows over
 the sum of their ``triggerExecution`` times), as the median of the rounds with their spread, and the p50 /
@@ -26,7 +27,7 @@ p99 of the per-batch duration over all rounds. After every round both targets ar
 an order-independent checksum) with each other and with the state expected from the events; the script
 exits with 1 if they differ.
 
-    .venv/bin/python benchmarks/cdc_merge.py [--rows 1000000] [--batches 8] [--cells 1,20] [--rounds 4]
+    .venv/bin/python benchmarks/cdc_merge.py [--rows 1000000] [--batches 8] [--cells 1,20] [--rounds 6]
                                              [--delete-share 1]
 """
 
@@ -308,7 +309,7 @@ def main() -> None:
     parser.add_argument("--workdir", help="folder for the run's tables (default: a temporary folder)")
     parser.add_argument("--keep", action="store_true", help="keep the run's folder at the end")
     parser.add_argument("--seed", type=int, default=42)
-    parser.add_argument("--rounds", type=int, default=4, help="counted rounds per cell (after the warm-up)")
+    parser.add_argument("--rounds", type=int, default=6, help="counted rounds per cell (after the warm-up)")
     parser.add_argument("--shuffle-partitions", type=int, default=4)
     parser.add_argument("--delete-share", type=float, default=DELETE_SHARE * 100,
                         help="percent of each batch's changed keys that are deletes")
@@ -336,11 +337,6 @@ def main() -> None:
         print(f"rows={args.rows:,}, batches={args.batches}, cells={args.cells} %, seed={args.seed}, "
               f"workdir={tmp}")
         contestants = {"hand-written": hand_written, "deltaflow": deltaflow_job}
-        warm = tmp / "warm-up"
-        write_events(spark, str(warm / "events"), args.rows // 10, 2, percents[0], args.seed, deletes)
-        for who, job in contestants.items():
-            job(spark, str(warm / "events"), warm / who, args.rows // 10, 2)
-        print(f"\nwarm-up round ({args.rows // 10:,} rows, 2 batches, both contestants): discarded")
         cells: list[tuple[float, Result, Result]] = []
         for percent in percents:
             cell = tmp / f"cell-{percent:g}"
@@ -350,6 +346,9 @@ def main() -> None:
             print(f"\ncell {percent:g} %: wrote the events in {time.perf_counter() - t0:.1f} s: initial "
                   f"state of {args.rows:,} rows (batch 0, not counted), {describe_events(spark, events)}")
             expected = fingerprint(expected_state(spark, events))
+            for who, job in contestants.items():
+                job(spark, events, cell / f"{who}-warm-up", args.rows, args.batches)
+            print("  warm-up round (both contestants, this cell's size): discarded")
             runs: dict[str, list[Result]] = {who: [] for who in contestants}
             for round_ in range(args.rounds):
                 order = list(contestants) if round_ % 2 == 0 else list(reversed(contestants))
@@ -390,7 +389,8 @@ def main() -> None:
                     f"hand-written {statistics.median(hand.merge_millis) / 1000:.2f} s per batch")
         for percent, ours, hand in cells],
         notes=[f"{args.rows:,} rows, {args.batches} counted batches per round ({args.delete_share:g} % of "
-               f"each batch's changed keys deleted), medians of {args.rounds} rounds after a warm-up round; "
+               f"each batch's changed keys deleted), medians of {args.rounds} rounds after a discarded "
+               "warm-up round of the cell's size; "
                "the targets were identical to each other and to the state expected from the events in every "
                "round. deltaflow also checks keys and sequences and keeps tombstones (a late insert cannot "
                "bring back a deleted row)."])
