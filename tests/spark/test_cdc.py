@@ -452,6 +452,19 @@ def test_tombstones_are_joined_only_to_a_batch_with_events_old_enough_to_be_buri
         assert len(joins) == joined[0 if copy else 1], number
 
 
+def test_at_one_sequence_a_delete_wins_over_an_upsert_of_the_same_batch(  # type: ignore[no-untyped-def]
+        spark, make_project) -> None:
+    code = ERRORS.format(key="id", read='dp.read_stream("changes")')
+    deletes = 'sequence_by="seq", apply_as_deletes="op = \'D\'")'
+    project = make_project(code.replace('sequence_by="seq")', deletes))
+    project.drop("1.json", [{"id": 1, "seq": 1, "op": "I"}, {"id": 2, "seq": 2, "op": "I"}])
+    run(spark, project)
+    tied = [(1, 5, "U"), (1, 5, "D"), (3, 6, "D"), (3, 6, "I")]  # a stored key and a new one, both orders
+    project.drop("2.json", [{"id": i, "seq": q, "op": o} for i, q, o in tied])
+    run(spark, project)
+    assert [r["id"] for r in rows(project, "target")] == [2]
+
+
 @pytest.mark.parametrize(("kind", "highest", "above"), [
     ("BIGINT", "20000000000007", "20000000000008"),
     ("DECIMAL(20,3)", "12.345", "12.346"),
