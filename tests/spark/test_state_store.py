@@ -1,10 +1,13 @@
 """deltaflow.sinks.state_store: stateful flows keep their state in RocksDB (changelog checkpointing), the
-store recorded in the checkpoint; a restart restores it (a duplicate across runs is still dropped); a
-session that names its own store, or any of deltaflow's settings for it, keeps them."""
+store recorded in the checkpoint; a restart restores it (a duplicate across runs is still dropped) from a
+snapshot, not by replaying every change; a session that names its own store, or any of deltaflow's
+settings for it, keeps them."""
 
 from __future__ import annotations
 
 import json
+import threading
+import time
 from pathlib import Path
 
 from deltalake import DeltaTable
@@ -48,6 +51,28 @@ def test_a_stateful_flow_keeps_its_state_in_rocksdb_across_runs(spark, make_proj
     # The next run restores the state from the checkpoint: 'b' seen in the first run is dropped again.
     project.drop("2.json", rows("b", "c"))
     project.run(spark)
+    assert ids(project) == ["a", "b", "c"]
+
+
+def test_a_run_starts_from_the_snapshot_the_last_run_left_not_from_its_changes(spark, make_project) -> None:  # type: ignore[no-untyped-def]
+    project = make_project(DEFS)
+    project.drop("1.json", rows("a", "b", "a"))
+    project.run(spark)
+    stores = [p for p in (project.checkpoint("events") / "state" / "0").iterdir() if p.name.isdigit()]
+
+    def snapshotted(store: Path) -> bool:  # the store's last version has a snapshot in the checkpoint
+        last = max(int(f.name.split(".")[0]) for f in store.glob("*.changelog"))
+        return (store / f"{last}.zip").exists()
+
+    deadline = time.monotonic() + 90  # uploaded by the executor's maintenance, every few seconds
+    while not all(snapshotted(store) for store in stores):
+        assert time.monotonic() < deadline, "the run's last state version was never snapshotted"
+        time.sleep(0.1)
+    project.drop("2.json", rows("b", "c"))
+    run = project.pipeline(spark).start("available_now")
+    run.finish(threading.Event())
+    loads = [o.customMetrics for p in run.queries["events"].recentProgress for o in p.stateOperators]
+    assert loads and all(m["rocksdbNumReplayChangelogFiles"] == 0 for m in loads)
     assert ids(project) == ["a", "b", "c"]
 
 

@@ -42,15 +42,22 @@ if TYPE_CHECKING:
 PROVIDER = "spark.sql.streaming.stateStore.providerClass"
 ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 NO_DATA_BATCHES = "spark.sql.streaming.noDataMicroBatches.enabled"
-_ROCKSDB = "spark.sql.streaming.stateStore.rocksdb."
+_STORE = "spark.sql.streaming.stateStore."
+_ROCKSDB = f"{_STORE}rocksdb."
 #: RocksDB settings deltaflow starts its queries with. Changelog checkpointing: a batch writes its changes,
 #: not the state. No running count of the stored rows: Spark would read each key before writing or deleting
 #: it, and a view drops a whole window's pairs at once. The store's memory bounded and shared by the
 #: executor's stores: one cache holds a view's recent windows, where each store's own 8 MB cache is read
-#: again from its files by every batch's scan for old keys.
+#: again from its files by every batch's scan for old keys. A snapshot at every commit (its files hard
+#: links, uploaded by the executor's maintenance every few seconds): a query that starts again loads the
+#: last snapshot. With Spark's settings (a snapshot every 10 versions, uploaded every minute) it replays
+#: every change since the last one, the first batch's whole input among them: 16 s of a 21 s gold batch
+#: over 10M stored pairs, 0.5 s with these (``docs/benchmarks.md``).
 TUNING = {f"{_ROCKSDB}changelogCheckpointing.enabled": "true",
           f"{_ROCKSDB}trackTotalNumberOfRows": "false",
-          f"{_ROCKSDB}boundedMemoryUsage": "true"}
+          f"{_ROCKSDB}boundedMemoryUsage": "true",
+          f"{_STORE}minDeltasForSnapshot": "1",
+          f"{_STORE}maintenanceInterval": "5s"}
 
 
 @contextmanager
