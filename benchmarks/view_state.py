@@ -55,8 +55,10 @@ def gold():
                  F.sum("revenue").alias("total_revenue")))
 '''
 #: Spark's own settings for what deltaflow changes (``sinks/state_store.py``) unless the session names them.
+#: All but the maintenance interval: the executor's maintenance keeps the interval of its first stateful query.
 SPARK_DEFAULTS = {"spark.sql.streaming.stateStore.rocksdb.trackTotalNumberOfRows": "true",
                   "spark.sql.streaming.stateStore.rocksdb.boundedMemoryUsage": "false",
+                  "spark.sql.streaming.stateStore.minDeltasForSnapshot": "10",
                   "spark.sql.streaming.noDataMicroBatches.enabled": "true"}
 ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 
