@@ -55,7 +55,7 @@ def gold():
                  F.sum("revenue").alias("total_revenue")))
 '''
 #: Spark's own settings for what deltaflow changes (``sinks/state_store.py``) unless the session names them.
-#: All but the maintenance interval: the executor's maintenance keeps the interval of its first stateful query.
+#: All but the maintenance interval: the executor keeps the interval of its first stateful query.
 SPARK_DEFAULTS = {"spark.sql.streaming.stateStore.rocksdb.trackTotalNumberOfRows": "true",
                   "spark.sql.streaming.stateStore.rocksdb.boundedMemoryUsage": "false",
                   "spark.sql.streaming.stateStore.minDeltasForSnapshot": "10",

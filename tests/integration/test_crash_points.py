@@ -1,7 +1,8 @@
 """SIGKILL at each named crash point (``deltaflow.faults``), restart: every table equals a clean run's.
 
 One pipeline has a flow of every sink kind with deltaflow code between its commit and Spark's (an append,
-a quarantine split, auto CDC SCD 1 and 2, a foreach-batch sink, a materialized view by window and a full
+a quarantine split, auto CDC SCD 1 and 2, a foreach-batch sink, a materialized view by window (with a
+lateness and a distinct count: its state in deltaflow's `FirstSeen`) and a full
 one). Each round drops a new file and runs
 ``deltaflow run --refresh <its dataset>`` in a process of its own with ``$DELTAFLOW_CRASH_AT`` naming the
 next point: the process group dies right after that flow's batch committed its Delta writes and before
@@ -61,10 +62,11 @@ def copies(df, batch_id):
 def to_copies():
     return spark.readStream.table("silver")
 
-@dp.materialized_view(refresh=dp.by_window("ts", "1 hour"))
+@dp.materialized_view(refresh=dp.by_window("ts", "1 hour", lateness="30 minutes"))
 def hourly():
     return (spark.read.table("silver").groupBy(F.window("ts", "1 hour"))
-            .agg(F.count("id").alias("orders"), F.sum("amount").alias("amount")))
+            .agg(F.count("id").alias("orders"), F.sum("amount").alias("amount"),
+                 F.countDistinct("customer").alias("customers")))
 
 @dp.materialized_view
 def per_customer():

@@ -239,10 +239,13 @@ AHEAD = [("x", "u6", "p1", "2025-05-01T15:00:00Z", 1.0, 1)]  # moves the waterma
 
 def stored_windows(spark: Any, project: Project) -> set[int]:
     """The hours of the windows in every stateful operator's state (Spark's state data source)."""
-    checkpoint = project.checkpoint("gold")
+    checkpoint = str(project.checkpoint("gold"))
     hours = set()
-    for operator in (checkpoint / "state").iterdir():
-        state = spark.read.format("statestore").option("operatorId", operator.name).load(str(checkpoint))
+    for operator in spark.read.format("state-metadata").load(checkpoint).collect():
+        reader = spark.read.format("statestore").option("operatorId", operator["operatorId"])
+        if operator["operatorName"] == "transformWithStateExec":  # FirstSeen: each group's values
+            reader = reader.option("stateVarName", "seen")
+        state = reader.load(checkpoint)
         hours |= {row["key"]["window"]["start"].hour for row in state.select("key").collect()}
     return hours
 
@@ -254,6 +257,8 @@ def test_a_view_with_a_lateness_keeps_recent_windows_and_recomputes_the_late_one
     project.run(spark)
     assert view(project) == recomputed(spark, project)
     assert stored_windows(spark, project) == {10, 11}
+    operators = spark.read.format("state-metadata").load(str(project.checkpoint("gold"))).collect()
+    assert "transformWithStateExec" in {o["operatorName"] for o in operators}  # FirstSeen, not dropDuplicates
 
     drop(project, "ahead", AHEAD)  # its batch runs with the watermark at 11:00: 10:00's window leaves
     project.run(spark)

@@ -3,7 +3,8 @@
 Two groups, each described by a Maven POM shipped in ``runtime/jvm/``:
 
 * ``spark``: Delta Lake, the Spark Kafka connector and Hadoop's S3A, loaded into the Spark driver, plus
-  deltaflow's own S3 log store (``runtime/jvm/java``), compiled here with the JDK's ``javac``;
+  deltaflow's own classes (``runtime/jvm/java``: its S3 log store, the state of an incremental view's
+  distinct counts), compiled here with the JDK's ``javac``;
 * ``kafka-broker``: the Apache Kafka broker that ``deltaflow kafka start`` runs on loopback.
 
 ``deltaflow setup`` (run by ``make setup``) calls :func:`resolve_jars`; nothing is downloaded at run time.
@@ -126,8 +127,8 @@ def _compile_java(jar_folder: Path, classes: Path) -> None:
     javac, jar = shutil.which("javac"), shutil.which("jar")
     if javac is None or jar is None:
         raise SetupError("the JDK's 'javac' and 'jar' are not on PATH", hint="install a JDK 17+, not a JRE")
-    hadoop = (Path(pyspark.__file__).parent / "jars").glob("hadoop-client-*.jar")
-    classpath = [*jar_folder.glob("*.jar"), *hadoop]
+    spark = (Path(pyspark.__file__).parent / "jars").glob("*.jar")  # Hadoop's, Spark SQL's (the state API)
+    classpath = [*jar_folder.glob("*.jar"), *spark]
     for command in ([javac, "--release", "17", "-d", str(classes), "-cp", ":".join(map(str, classpath)),
                      *map(str, _java_sources())],
                     [jar, "cf", str(jar_folder / "deltaflow-storage.jar"), "-C", str(classes), "."]):

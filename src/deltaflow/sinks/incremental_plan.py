@@ -27,10 +27,12 @@ if TYPE_CHECKING:
     from deltaflow.resolve.resolved import ResolvedGraph
 
 MeasureKind = Literal["count", "sum", "min", "max", "count_distinct"]
-#: What the driver query keeps in its checkpoint's state: the aggregation's groups (with the distinct
-#: pairs' deduplication). A checkpoint built for another layout (the distinct pairs alone, before) is
-#: rebuilt by a full refresh of the view.
+#: What the driver query keeps in its checkpoint's state: the aggregation's groups, with the distinct pairs'
+#: deduplication (Spark's) or, for a view with a lateness, each group's values until its window closes
+#: (``FirstSeen``). A checkpoint built for another layout (the distinct pairs alone, before; Spark's
+#: deduplication for a view with a lateness, before 2026-11-28) is rebuilt by a full refresh of the view.
 STATE_LAYOUT = "aggregate-v2"
+FIRST_SEEN_LAYOUT = "aggregate-first-seen-v1"
 _FUNCTIONS: dict[str, MeasureKind] = {"Count": "count", "Sum": "sum", "Min": "min", "Max": "max"}
 
 
@@ -80,11 +82,13 @@ class IncrementalPlan:
     def signature(self) -> str:
         """The plan and the layout of its state as JSON: the state kept for one is useless to another."""
         plan = {key: value for key, value in asdict(self).items() if key != "lateness" or value is not None}
-        return json.dumps({**plan, "state": STATE_LAYOUT}, sort_keys=True)
+        state = STATE_LAYOUT if self.lateness is None else FIRST_SEEN_LAYOUT
+        return json.dumps({**plan, "state": state}, sort_keys=True)
 
     def describe(self) -> str:
         """One line for ``deltaflow graph``."""
-        kept = "" if self.lateness is None else f", windows kept {self.lateness} after they end"
+        kept = ("" if self.lateness is None else
+                f", windows kept {self.lateness} after they end (a timer per window drops its values)")
         return (f"incremental in Spark's state: {', '.join(map(str, self.measures))} by "
                 f"{', '.join(self.keys)}{kept}")
 
