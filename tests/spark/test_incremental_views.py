@@ -18,7 +18,7 @@ from deltalake import DeltaTable
 
 from deltaflow.errors import FlowError
 from deltaflow.render import text
-from helpers import Project
+from helpers import Project, batch_ids
 
 MEASURES = """F.count("*").alias("n"), F.count("user").alias("with_user"),
                  F.countDistinct("user").alias("users"), F.sum("qty").alias("qty"),
@@ -308,3 +308,19 @@ def test_late_windows_recomputed_after_a_crash_between_the_two_writes(
     assert view(project) != recomputed(spark, project)  # the batch's MERGE committed, its late rows not
     project.run(spark)  # the batch runs again: its MERGE is skipped, its late windows found again
     assert crashed and view(project) == recomputed(spark, project)
+
+
+def test_a_view_with_a_lateness_on_another_state_store_stops_naming_the_setting(
+        spark, make_project) -> None:
+    from deltaflow.sinks.state_store import PROVIDER
+
+    project = make_project(LATENESS.replace("MEASURES", MEASURES))
+    drop(project, "first", FIRST)
+    hdfs = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
+    spark.conf.set(PROVIDER, hdfs)
+    try:
+        with pytest.raises(FlowError, match=f"view 'gold' has a lateness.*names {hdfs}"):
+            project.run(spark)
+    finally:
+        spark.conf.unset(PROVIDER)
+    assert batch_ids(project.checkpoint("gold") / "commits") == set()  # stopped before its first batch

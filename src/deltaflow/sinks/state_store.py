@@ -51,8 +51,9 @@ _ROCKSDB = f"{_STORE}rocksdb."
 #: again from its files by every batch's scan for old keys. A snapshot at every commit (its files hard
 #: links, uploaded by the executor's maintenance every few seconds): a query that starts again loads the
 #: last snapshot. With Spark's settings (a snapshot every 10 versions, uploaded every minute) it replays
-#: every change since the last one, the first batch's whole input among them: 16 s of a 21 s gold batch
-#: over 10M stored pairs, 0.5 s with these (``docs/benchmarks.md``).
+#: every change since the last one, the first batch's whole input among them: a gold batch over 10M stored
+#: pairs, its query started again, took 21-27 s, most of it replaying, and 3.1-5.4 s with these
+#: (``docs/benchmarks.md``, growth).
 TUNING = {f"{_ROCKSDB}changelogCheckpointing.enabled": "true",
           f"{_ROCKSDB}trackTotalNumberOfRows": "false",
           f"{_ROCKSDB}boundedMemoryUsage": "true",
