@@ -87,8 +87,9 @@ class IncrementalPlan:
 
     def describe(self) -> str:
         """One line for ``deltaflow graph``."""
-        kept = ("" if self.lateness is None else
-                f", windows kept {self.lateness} after they end (a timer per window drops its values)")
+        kept = "" if self.lateness is None else f", windows kept {self.lateness} after they end"
+        if self.lateness is not None and self.distinct:
+            kept += " (a timer per window drops its distinct values)"
         return (f"incremental in Spark's state: {', '.join(map(str, self.measures))} by "
                 f"{', '.join(self.keys)}{kept}")
 

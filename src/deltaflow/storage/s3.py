@@ -51,6 +51,10 @@ def hadoop_conf(s3: S3Spec | None) -> dict[str, str]:
     if s3.endpoint:
         conf[f"{prefix}endpoint"] = s3.endpoint
         conf[f"{prefix}connection.ssl.enabled"] = str(s3.endpoint.startswith("https://")).lower()
+        # A local file (a state store snapshot's) goes up through S3A's output stream, not the SDK's async
+        # transfer manager: that client fails on some S3-compatible servers' `100 Continue` ("Status Code:
+        # 100", aws/aws-sdk-java-v2#1969; moto here, every snapshot of a RocksDB state store).
+        conf[f"{prefix}optimized.copy.from.local.enabled"] = "false"
     if s3.access_key and s3.secret_key:
         conf |= {f"{prefix}access.key": s3.access_key, f"{prefix}secret.key": s3.secret_key,
                  f"{prefix}aws.credentials.provider": _SIMPLE_CREDENTIALS}
