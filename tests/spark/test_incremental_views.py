@@ -237,11 +237,16 @@ LATENESS = PIPELINE.replace('"1 hour"))', '"1 hour", lateness="30 minutes"))')
 AHEAD = [("x", "u6", "p1", "2025-05-01T15:00:00Z", 1.0, 1)]  # moves the watermark to 14:30
 
 
+def state_operators(spark: Any, project: Project) -> list[Any]:
+    """The stateful operators of gold's checkpoint (Spark's state metadata: id and name of each)."""
+    return spark.read.format("state-metadata").load(str(project.checkpoint("gold"))).collect()
+
+
 def stored_windows(spark: Any, project: Project) -> set[int]:
     """The hours of the windows in every stateful operator's state (Spark's state data source)."""
     checkpoint = str(project.checkpoint("gold"))
     hours = set()
-    for operator in spark.read.format("state-metadata").load(checkpoint).collect():
+    for operator in state_operators(spark, project):
         reader = spark.read.format("statestore").option("operatorId", operator["operatorId"])
         if operator["operatorName"] == "transformWithStateExec":  # FirstSeen: each group's values
             reader = reader.option("stateVarName", "seen")
@@ -257,8 +262,8 @@ def test_a_view_with_a_lateness_keeps_recent_windows_and_recomputes_the_late_one
     project.run(spark)
     assert view(project) == recomputed(spark, project)
     assert stored_windows(spark, project) == {10, 11}
-    operators = spark.read.format("state-metadata").load(str(project.checkpoint("gold"))).collect()
-    assert "transformWithStateExec" in {o["operatorName"] for o in operators}  # FirstSeen, not dropDuplicates
+    operators = {o["operatorName"] for o in state_operators(spark, project)}
+    assert "transformWithStateExec" in operators  # FirstSeen, not dropDuplicates
 
     drop(project, "ahead", AHEAD)  # its batch runs with the watermark at 11:00: 10:00's window leaves
     project.run(spark)

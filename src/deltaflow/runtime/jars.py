@@ -131,7 +131,7 @@ def _compile_java(jar_folder: Path, classes: Path) -> None:
     classpath = [*jar_folder.glob("*.jar"), *spark]
     for command in ([javac, "--release", "17", "-d", str(classes), "-cp", ":".join(map(str, classpath)),
                      *map(str, _java_sources())],
-                    [jar, "cf", str(jar_folder / "deltaflow-storage.jar"), "-C", str(classes), "."]):
+                    [jar, "cf", str(jar_folder / "deltaflow.jar"), "-C", str(classes), "."]):
         proc = subprocess.run(command, capture_output=True, text=True, check=False)
         if proc.returncode != 0:
             raise SetupError(f"{Path(command[0]).name} failed: {(proc.stderr or proc.stdout).strip()[:400]}")
