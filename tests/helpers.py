@@ -67,9 +67,15 @@ class Project:
         return StorageLayout(str(self.storage.resolve()))
 
     def rows(self, table: str) -> list[dict[str, Any]]:
-        """Every row of ``table``, read with deltalake (no Spark), wherever the storage is."""
+        """Every row of ``table``, read with deltalake's query engine (no Spark), wherever the storage is.
+
+        The query engine applies deletion vectors, which ``to_pyarrow_table`` refuses.
+        """
+        from deltaflow.commands.tables import query_rows
+
         layout = self.layout
-        return list(layout.open_table(layout.table(table)).to_pyarrow_table().to_pylist())
+        delta = layout.open_table(layout.table(table))
+        return query_rows(delta, delta.schema().to_arrow().names)
 
     def pipeline(self, spark: SparkSession | None = None) -> Pipeline:
         from deltaflow.pipeline import Pipeline

@@ -17,12 +17,14 @@ import pytest
 from deltalake import DeltaTable
 
 from cdc_model import replay, scd1, scd2
+from deltaflow.commands.tables import query_rows
 from deltaflow.dev.sample_data import customer_changes
 from deltaflow.errors import FlowError, GraphError
 from deltaflow.pipeline import Pipeline
 from deltaflow.render import text
 from deltaflow.runtime.run_plan import RunPlan
 from deltaflow.runtime.runner import PipelineRun
+from deltaflow.runtime.session import session_settings
 from deltaflow.spec import load_spec
 from helpers import Project, cli
 
@@ -63,7 +65,8 @@ def run(spark, project: Project, plan: RunPlan | None = None) -> PipelineRun:  #
 
 
 def rows(project: Project, table: str, columns: list[str] | None = None) -> list[dict[str, Any]]:
-    found = DeltaTable(project.table(table)).to_pyarrow_table(columns=columns).to_pylist()
+    delta = DeltaTable(project.table(table))  # the query engine: it applies deletion vectors
+    found = query_rows(delta, columns or delta.schema().to_arrow().names)
     return sorted(found, key=lambda r: json.dumps(r, sort_keys=True, default=str))
 
 
@@ -199,6 +202,43 @@ dp.create_auto_cdc_flow(target="tracked", source="no_truncates", keys=["id"], se
                         apply_as_deletes="op = 'D'", column_list=["id", "a", "b", "s1", "s2"],
                         stored_as_scd_type="2", track_history_column_list=["a"])
 """
+
+
+def test_a_target_with_deletion_vectors_is_merged_exactly_once_and_read_without_a_jvm(  # type: ignore[no-untyped-def]
+        spark, make_project, capsys) -> None:
+    """Deletion vectors on for every new table, as a session may set them: MERGE marks rows instead of
+    rewriting files, deltalake's query engine and change feed read the target, and the tombstone log,
+    which deltalake appends to, stays without them."""
+    project = make_project(CUSTOMERS.split("\ndp.create_streaming_table(\"customers_history\")")[0])
+    events = customer_changes(300, 1100, seed=5, delete_share=0.2)  # the last 100 leave most rows as they are
+    seen: list[dict[str, Any]] = []
+    every_new_table = {"spark.databricks.delta.properties.defaults.enableDeletionVectors": "true"}
+    with session_settings(spark, every_new_table):
+        for i, part in enumerate((events[:1000], events[1000:])):
+            project.drop(f"{i}.json", part)
+            run(spark, project)
+            seen += part
+            expected = sorted(scd1(seen, "customer_id", COLUMNS).values(), key=lambda r: r["customer_id"])
+            assert sorted(rows(project, "customers", COLUMNS), key=lambda r: r["customer_id"]) == expected
+        target = DeltaTable(project.table("customers"))
+        assert "deletionVectors" in (target.protocol().reader_features or [])
+        assert target.deletion_vectors().read_all().num_rows > 0  # rows marked, their files kept
+        log = DeltaTable(project.layout.checkpoint("customers", "customers", 0).tombstones)
+        assert "deletionVectors" not in (log.protocol().reader_features or [])
+        assert graves(project, "customers", "customers")
+
+        # A batch replayed after its MERGE committed changes nothing.
+        before = versions(project, "customers"), rows(project, "customers")
+        forget_last_commit(project.checkpoint("customers", "customers"))
+        run(spark, project)
+        assert (versions(project, "customers"), rows(project, "customers")) == before
+
+    # `deltaflow changes` (no JVM) reads the change feed of the target, and replaying it gives the table.
+    shown = cli(capsys, "changes", "customers", "--json", "--spec", str(project.spec_path))
+    assert shown.returncode == 0, shown.stderr
+    feed = [json.loads(line) for line in shown.stdout.splitlines()]
+    assert {"delete", "update_postimage"} <= {r["_change_type"] for r in feed}
+    assert replay(feed, "customer_id", COLUMNS) == expected
 
 
 def ev(id: int | None, a: str | None, b: str | None, op: str, s1: int, s2: int = 0) -> dict[str, Any]:

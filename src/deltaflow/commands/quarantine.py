@@ -13,6 +13,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from deltaflow.commands.tables import query_rows
 from deltaflow.errors import ConfigError
 from deltaflow.graph import suggest
 
@@ -48,7 +49,7 @@ def quarantine_report(layout: StorageLayout, table: str, samples: int = 3) -> Qu
         known = layout.quarantined_tables()
         raise ConfigError(f"table '{table}' has no quarantine{suggest(table, known)}",
                           hint="tables with one: " + (", ".join(known) or "none")) from None
-    rows = delta.to_pyarrow_table(columns=_COLUMNS).to_pylist()
+    rows = query_rows(delta, _COLUMNS)
     reasons: Counter[str] = Counter()
     examples: dict[str, list[dict[str, Any]]] = {}
     for row in sorted(rows, key=lambda r: r["quarantined_at"], reverse=True):

@@ -42,8 +42,9 @@ def query_rows(delta: DeltaTable, columns: Sequence[str], where: Mapping[str, st
                ) -> list[dict[str, Any]]:
     """``columns`` of the rows of ``delta`` whose columns equal ``where``'s values, as dicts.
 
-    deltalake's own query engine reads them, and its Arrow result converts itself to Python values: no
-    ``pyarrow.dataset`` and no pandas is imported, which is most of a JVM-free command's start otherwise.
+    deltalake's own query engine reads them (it applies deletion vectors, which ``to_pyarrow_table``
+    refuses), and its Arrow result converts itself to Python values: no ``pyarrow.dataset`` and no pandas
+    is imported, which is most of a JVM-free command's start otherwise.
 
     Example:
         >>> query_rows(delta, ["flow", "kind"], {"pipeline": "orders"})  # doctest: +SKIP

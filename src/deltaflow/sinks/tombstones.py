@@ -74,7 +74,10 @@ class Tombstones:
         from pyspark.sql.types import StructField, StructType, TimestampType
 
         fields = [*key_fields, StructField(SEQUENCE, sequence), StructField(DELETED_AT, TimestampType())]
-        DeltaTable.createIfNotExists(spark).location(self.path).addColumns(fields).execute()
+        # deltalake appends to it, and cannot write to a table with deletion vectors: a session that turns
+        # them on for new tables (spark.databricks.delta.properties.defaults.*) must not reach this one.
+        (DeltaTable.createIfNotExists(spark).location(self.path).addColumns(fields)
+         .property("delta.enableDeletionVectors", "false").execute())
         self._schema = StructType(fields)
 
     def rows(self, session: SparkSession) -> DataFrame:
