@@ -66,7 +66,7 @@ def events():
             .load(EVENTS))
 
 
-dp.create_streaming_table("accounts")
+dp.create_streaming_table("accounts", table_properties={properties!r})
 dp.create_auto_cdc_flow(target="accounts", source="events", keys=["id"], sequence_by="seq",
                         apply_as_deletes="op = 'DELETE'", except_column_list=["op"])
 '''
@@ -231,10 +231,10 @@ def hand_written(spark: Any, events: str, out: Path, rows: int, batches: int) ->
     return result
 
 
-def deltaflow_job(spark: Any, events: str, out: Path, rows: int, batches: int) -> Result:
-    """The same upserts as a deltaflow auto CDC flow, run in-process."""
+def deltaflow_job(spark: Any, events: str, out: Path, rows: int, batches: int, **properties: str) -> Result:
+    """The same upserts as a deltaflow auto CDC flow, run in-process, its target with ``properties``."""
     (out / "transformations").mkdir(parents=True)
-    (out / "transformations" / "defs.py").write_text(DEFINITIONS.format(events=events))
+    (out / "transformations" / "defs.py").write_text(DEFINITIONS.format(events=events, properties=properties))
     (out / "deltaflow.yml").write_text(
         "name: cdc_bench\nstorage: ./storage\nlibraries: [transformations/*.py]\n")
     start = time.perf_counter()

@@ -7,8 +7,9 @@ each against its hand-written job in the same session:
 * ``cdc``: for each target size (``--small`` and ``--large`` rows) an events table as ``cdc_merge.py``
   writes it (commit 0: the initial state; then ``--batches`` commits of ``--changes`` changed keys each,
   about 1 % deletes and 1 % new keys), and both of ``cdc_merge.py``'s contestants over it, one micro-batch
-  per commit: deltaflow's auto CDC flow and the hand-written foreachBatch MERGE. Batch 0 (the initial load)
-  is not counted; the targets are checked equal to each other and to the state the events imply.
+  per commit: deltaflow's auto CDC flow, the same flow into a target with deletion vectors
+  (``deltaflow-dv``) and the hand-written foreachBatch MERGE. Batch 0 (the initial load) is not counted;
+  the targets are checked equal to each other and to the state the events imply.
 * ``gold``: for each silver size, ``view_state.py``'s contestants (the example's gold as shipped, its
   state bounded by a 10-minute lateness, against the exact job by hand with the same watermark, update
   mode and MERGE, on RocksDB) over a silver table of that many clicks in one hour (one user per row, so
@@ -49,7 +50,14 @@ from deltaflow.runtime.session import build_session
 from growth_log import log_part
 from results import Figure, machine_line, save, versions_line
 
-CONTESTANTS = {"hand-written": hand_written, "deltaflow": deltaflow_job}
+
+def deltaflow_deletion_vectors(spark: Any, events: str, out: Path, rows: int, batches: int) -> Result:
+    """deltaflow's auto CDC flow into a target with deletion vectors: a MERGE marks the rows it replaces."""
+    return deltaflow_job(spark, events, out, rows, batches, **{"delta.enableDeletionVectors": "true"})
+
+
+CONTESTANTS = {"hand-written": hand_written, "deltaflow": deltaflow_job,
+               "deltaflow-dv": deltaflow_deletion_vectors}
 
 
 def run_size(spark: Any, root: Path, rows: int, changes: int, batches: int, rounds: int,
@@ -69,14 +77,14 @@ def run_size(spark: Any, root: Path, rows: int, changes: int, batches: int, roun
             print(f"  {who:12s} round {round_ + 1}: batches (s) "
                   + ", ".join(f"{ms / 1000:.2f}" for ms in result.millis)
                   + f"; MERGE alone {statistics.median(result.merge_millis) / 1000:.2f} s")
-        hand = str(root / f"hand-written-{round_}" / "accounts")
-        ours = Pipeline.load(root / f"deltaflow-{round_}").layout.table("accounts")
-        got = {fingerprint(spark.read.format("delta").load(path)) for path in (hand, ours)}
-        if got != {expected}:
+        outs = {who: root / f"{who}-{round_}" for who in CONTESTANTS}
+        targets = [str(out / "accounts") if who == "hand-written"
+                   else Pipeline.load(out).layout.table("accounts") for who, out in outs.items()]
+        if {fingerprint(spark.read.format("delta").load(path)) for path in targets} != {expected}:
             print(f"  round {round_ + 1}: the targets differ from the state expected from the events")
             return None
-        shutil.rmtree(root / f"hand-written-{round_}", ignore_errors=True)
-        shutil.rmtree(root / f"deltaflow-{round_}", ignore_errors=True)
+        for out in outs.values():
+            shutil.rmtree(out, ignore_errors=True)
     return runs
 
 
@@ -85,13 +93,13 @@ def median_batch(runs: list[Result]) -> list[float]:
     return [statistics.median(r.millis) / 1000 for r in runs]
 
 
-def cdc_part(spark: Any, tmp: Path, args: argparse.Namespace) -> Figure | None:
+def cdc_part(spark: Any, tmp: Path, args: argparse.Namespace) -> list[Figure] | None:
     """The CDC batch into both target sizes; ``None`` if a target was wrong."""
     warm = tmp / "cdc-warm-up"
     write_events(spark, str(warm / "events"), args.small // 10, 2, 1.0, args.seed)
     for who, job in CONTESTANTS.items():
         job(spark, str(warm / "events"), warm / who, args.small // 10, 2)
-    print(f"cdc warm-up round ({args.small // 10:,} rows, both contestants): discarded")
+    print(f"cdc warm-up round ({args.small // 10:,} rows, every contestant): discarded")
     sizes: dict[int, dict[str, list[Result]]] = {}
     for rows in (args.small, args.large):
         runs = run_size(spark, tmp / f"cdc-{rows}", rows, args.changes, args.batches, args.rounds, args.seed)
@@ -102,13 +110,17 @@ def cdc_part(spark: Any, tmp: Path, args: argparse.Namespace) -> Figure | None:
                for who in CONTESTANTS}
     print_growth("auto CDC batch", medians, args)
     hand = medians["hand-written"]
-    return Figure(f"auto CDC batch of {args.changes:,} changes, {args.large:,}-row target", "s",
-                  median_batch(sizes[args.large]["deltaflow"]), median_batch(sizes[args.small]["deltaflow"]),
-                  f"deltaflow, the same batch into a {args.small:,}-row target", higher_is_better=False,
-                  target=1 / 1.3, target_text=f"≤ 1.3× the batch into a target {args.large // args.small}× "
-                  "smaller",
-                  note=f"hand-written foreachBatch MERGE: {hand[args.small]:.2f} s into {args.small:,} rows, "
-                       f"{hand[args.large]:.2f} s into {args.large:,} ({growth(hand, args):.2f}×)")
+    note = (f"hand-written foreachBatch MERGE: {hand[args.small]:.2f} s into {args.small:,} rows, "
+            f"{hand[args.large]:.2f} s into {args.large:,} ({growth(hand, args):.2f}×)")
+
+    def figure(who: str, what: str) -> Figure:
+        return Figure(f"auto CDC batch of {args.changes:,} changes, {args.large:,}-row target{what}", "s",
+                      median_batch(sizes[args.large][who]), median_batch(sizes[args.small][who]),
+                      f"{who}, the same batch into a {args.small:,}-row target", higher_is_better=False,
+                      target=1 / 1.3, note=note,
+                      target_text=f"≤ 1.3× the batch into a target {args.large // args.small}× smaller")
+
+    return [figure("deltaflow", ""), figure("deltaflow-dv", ", deletion vectors on the target")]
 
 
 def gold_part(spark: Any, tmp: Path, args: argparse.Namespace) -> Figure:
@@ -186,7 +198,7 @@ def main() -> None:
     began = time.monotonic()
     print(f"machine: {machine_line()}")
     tmp = Path(tempfile.mkdtemp(prefix="deltaflow-growth-", dir=args.workdir))
-    figures: dict[str, Figure] = {}
+    figures: dict[str, list[Figure]] = {}
     try:
         spark = build_session(extra={
             "spark.sql.warehouse.dir": str(tmp / "wh"),
@@ -197,20 +209,21 @@ def main() -> None:
         spark.sparkContext.setLogLevel("ERROR")
         print(f"versions: {versions_line(spark)}; driver memory {args.driver_memory}")
         if "cdc" in parts:
-            figure = cdc_part(spark, tmp, args)
-            if figure is None:
+            cdc = cdc_part(spark, tmp, args)
+            if cdc is None:
                 sys.exit(1)
-            figures["cdc"] = figure
+            figures["cdc"] = cdc
         if "gold" in parts:
-            figures["gold"] = gold_part(spark, tmp, args)
+            figures["gold"] = [gold_part(spark, tmp, args)]
         if "log" in parts:
-            figures["log"] = log_part(spark, tmp, args)
+            figures["log"] = [log_part(spark, tmp, args)]
         spark.stop()
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     print(f"\ntotal time {time.monotonic() - began:.0f} s")
     notes = {
         "cdc": f"{args.changes:,} changed keys per batch (about 1 % deletes, 1 % new keys), "
+               "deltaflow-dv: the same flow, its target created with delta.enableDeletionVectors; "
                f"{args.batches} counted batches per round, medians of {args.rounds} rounds after a warm-up "
                "round; both targets equal to the state expected from the events in every round.",
         "gold": f"{args.steps} steps of {args.step_rows:,} clicks after each contestant's first batch over "
@@ -221,10 +234,10 @@ def main() -> None:
                "first run, medians; the files added to the log do not exist (an append reads none); every "
                "event checked in each table once.",
     }
-    for part, figure in figures.items():  # one results file per part: each can be run alone
+    for part, found in figures.items():  # one results file per part: each can be run alone
         ratio = args.files_large // args.files_small if part == "log" else args.large // args.small
         save(f"growth_{part}", f"A batch's cost as the data grows ({part}): the same batch into a table "
-             f"{ratio}× larger", [figure], notes=[notes[part]])
+             f"{ratio}× larger", found, notes=[notes[part]])
 
 
 if __name__ == "__main__":
