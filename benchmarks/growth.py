@@ -23,7 +23,7 @@ A warm-up round on a small table runs first and is discarded; the contestants' o
 the median counted batch per contestant and size, and the growth from the small size to the large one.
 
     .venv/bin/python benchmarks/growth.py [--parts cdc,gold,log] [--small 1000000] [--large 10000000]
-                                          [--changes 10000] [--batches 4] [--rounds 2] [--steps 4]
+                                          [--changes 10000] [--batches 4] [--rounds 2] [--steps 8]
 """
 
 from __future__ import annotations
@@ -184,7 +184,7 @@ def main() -> None:
     parser.add_argument("--batches", type=int, default=4, help="cdc: counted batches per round")
     parser.add_argument("--rounds", type=int, default=2, help="cdc: rounds per size")
     parser.add_argument("--step-rows", type=int, default=40_000, help="gold: new clicks per step")
-    parser.add_argument("--steps", type=int, default=4, help="gold, log: counted steps per size")
+    parser.add_argument("--steps", type=int, default=8, help="gold, log: counted steps per size")
     parser.add_argument("--products", type=int, default=500, help="gold: products (users: one per row)")
     parser.add_argument("--files-small", type=int, default=10_000, help="log: files in the smaller log")
     parser.add_argument("--files-large", type=int, default=1_000_000, help="log: files in the larger log")
