@@ -10,6 +10,7 @@ import re
 import subprocess
 import threading
 from collections.abc import Callable
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ from deltalake import DeltaTable
 
 from cdc_model import replay, scd1, scd2
 from deltaflow.commands.tables import query_rows
+from deltaflow.commands.vacuum import vacuum_table
 from deltaflow.dev.sample_data import customer_changes
 from deltaflow.errors import FlowError, GraphError
 from deltaflow.pipeline import Pipeline
@@ -234,12 +236,38 @@ def test_a_target_with_deletion_vectors_is_merged_exactly_once_and_read_without_
         assert (versions(project, "customers"), rows(project, "customers")) == before
 
     # `deltaflow changes` (no JVM) reads the change feed of the target, and replaying it gives the table.
-    shown = cli(capsys, "changes", "customers", "--json", "--spec", str(project.spec_path))
+    def changes(*args: str) -> subprocess.CompletedProcess[str]:
+        return cli(capsys, "changes", "customers", *args, "--json", "--spec", str(project.spec_path))
+
+    shown = changes()
     assert shown.returncode == 0, shown.stderr
     feed = [json.loads(line) for line in shown.stdout.splitlines()]
     assert {"delete", "update_postimage"} <= {r["_change_type"] for r in feed}
     assert replay(feed, "customer_id", COLUMNS) == expected
 
+    # Upkeep: OPTIMIZE applies the marks to the files it rewrites; VACUUM then deletes the files and marks
+    # no version uses, and the table reads as it did, through deltalake and Spark, and takes a new batch.
+    pipeline = project.pipeline(spark)
+    pipeline.optimize(["customers"])
+    assert DeltaTable(project.table("customers")).deletion_vectors().read_all().num_rows == 0
+    marks = set(Path(project.table("customers")).glob("deletion_vector_*.bin"))
+    assert marks and vacuum_table(pipeline.resolve(), "customers", timedelta(0), stopped=True).files > 0
+    assert not any(mark.exists() for mark in marks)
+    assert rows(project, "customers") == before[1]
+    assert spark.read.format("delta").load(project.table("customers")).count() == len(expected)
+    more = customer_changes(300, 60, seed=6, start_seq=10_000)
+    project.drop("2.json", more)
+    run(spark, project)
+    expected = sorted(scd1(seen + more, "customer_id", COLUMNS).values(), key=lambda r: r["customer_id"])
+    assert sorted(rows(project, "customers", COLUMNS), key=lambda r: r["customer_id"]) == expected
+
+    # VACUUM took the change files of the earlier versions: asking for them is one line naming the table;
+    # the new batch's changes read.
+    gone = changes("--from", "0")
+    assert gone.returncode != 0 and "Traceback" not in gone.stderr
+    assert "the changes of 'customers' from version 0" in gone.stderr and "VACUUM" in gone.stderr
+    latest = changes("--from", str(versions(project, "customers")))
+    assert latest.returncode == 0 and latest.stdout.strip(), latest.stderr
 
 def ev(id: int | None, a: str | None, b: str | None, op: str, s1: int, s2: int = 0) -> dict[str, Any]:
     return {"id": id, "a": a, "b": b, "op": op, "s1": s1, "s2": s2}

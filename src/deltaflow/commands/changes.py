@@ -34,7 +34,8 @@ def table_changes(layout: StorageLayout, table: str, start: int,
     the same range reads the same however the commit's rows are spread over files.
 
     Raises:
-        ConfigError: The table does not exist, does not record its changes, or the versions are out of range.
+        ConfigError: The table does not exist, does not record its changes, the versions are out of range,
+            or VACUUM has deleted their files.
 
     """
     import pyarrow
@@ -54,6 +55,12 @@ def table_changes(layout: StorageLayout, table: str, start: int,
         rows = pyarrow.table(delta.load_cdf(starting_version=start, ending_version=end)).to_pylist()
     except DeltaError as exc:
         raise ConfigError(f"cannot read the changes of '{table}': {exc}") from None
+    except pyarrow.ArrowInvalid as exc:  # a file the log names is gone: read as the rows stream in
+        if "not found" not in str(exc):
+            raise
+        raise ConfigError(f"cannot read the changes of '{table}' from version {start}: a file they are in "
+                          "is gone", hint="VACUUM deletes the change files of versions older than its "
+                          "retention; ask for later versions (--from)") from None
     ordered = [{**{c: row[c] for c in CHANGE_COLUMNS}, **{k: v for k, v in row.items()
                                                           if k not in CHANGE_COLUMNS}} for row in rows]
     return sorted(ordered, key=_change_order)
