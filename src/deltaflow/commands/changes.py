@@ -59,7 +59,7 @@ def table_changes(layout: StorageLayout, table: str, start: int,
         if "not found" not in str(exc):
             raise
         raise ConfigError(f"cannot read the changes of '{table}' from version {start}: a file they are in "
-                          "is gone", hint="VACUUM deletes the change files of versions older than its "
+                          "is gone", hint="VACUUM deletes the files of versions older than its "
                           "retention; ask for later versions (--from)") from None
     ordered = [{**{c: row[c] for c in CHANGE_COLUMNS}, **{k: v for k, v in row.items()
                                                           if k not in CHANGE_COLUMNS}} for row in rows]
