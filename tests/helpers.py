@@ -66,8 +66,9 @@ class Project:
             return StorageLayout(*self.s3)
         return StorageLayout(str(self.storage.resolve()))
 
-    def rows(self, table: str) -> list[dict[str, Any]]:
-        """Every row of ``table``, read with deltalake's query engine (no Spark), wherever the storage is.
+    def rows(self, table: str, columns: list[str] | None = None) -> list[dict[str, Any]]:
+        """The rows of ``table`` (``columns``, or all), read with deltalake's query engine (no Spark),
+        wherever the storage is.
 
         The query engine applies deletion vectors, which ``to_pyarrow_table`` refuses.
         """
@@ -75,7 +76,7 @@ class Project:
 
         layout = self.layout
         delta = layout.open_table(layout.table(table))
-        return query_rows(delta, delta.schema().to_arrow().names)
+        return query_rows(delta, columns or delta.schema().to_arrow().names)
 
     def pipeline(self, spark: SparkSession | None = None) -> Pipeline:
         from deltaflow.pipeline import Pipeline
