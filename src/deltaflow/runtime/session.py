@@ -119,6 +119,11 @@ def default_conf(layout: StorageLayout | None = None, small_run: bool = False) -
         # evicted classes the next one compiled again: 47 compiles per batch against 2 for the
         # hand-written jobs, a third of a core in Janino and the JIT (docs/benchmarks.md, profile).
         "spark.sql.codegen.cache.maxEntries": "1000",
+        # PySpark records the Python call site of every DataFrame and Column call, for the "== DataFrame =="
+        # part of a runtime error: a failed import and four JVM round trips per call. F.col took 2.1 ms
+        # with it, 0.7 ms without, and an auto CDC batch builds its plan from a few hundred such calls.
+        # deltaflow's errors name the flow and its definition's line already; a spec can turn it back on.
+        "spark.python.sql.dataFrameDebugging.enabled": "false",
     }
     if layout is not None and layout.is_local:
         conf["spark.sql.warehouse.dir"] = layout.warehouse
