@@ -21,8 +21,10 @@ JVM.
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 import threading
+import weakref
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -160,6 +162,7 @@ class Pipeline:
 
         if self._spark is None:  # Spark's scratch space goes to a temp folder, not into storage
             scratch = tempfile.mkdtemp(prefix="deltaflow-analyse-")
+            weakref.finalize(self, shutil.rmtree, scratch, ignore_errors=True)  # gone with the pipeline
             self.spark_conf = {"spark.sql.warehouse.dir": scratch, "spark.local.dir": scratch,
                                **self.spark_conf}
         graph = self.graph

@@ -92,6 +92,7 @@ def test_an_example_on_the_cluster_and_s3_gives_the_tables_it_gives_locally(
             wait_for(lambda: [n for n in s3.fs.list(f"{first}/commits") if n.isdigit()], 300,
                      "a committed customers batch", proc, log, every=0.1)
             spark_cluster.kill_worker(0)  # batches of the other flows are running or about to
+            assert "worker-0" not in spark_cluster.status().pids  # no later stop signals its pid
         assert proc.wait(timeout=600) == 0, log.read_text()[-3000:]
     finally:
         if proc.poll() is None:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import gc
 import json
+import tempfile
 from collections.abc import Callable
 
 import pytest
@@ -124,12 +126,15 @@ def test_a_materialized_view_returning_a_stream_is_refused(spark, make_project) 
 
 
 def test_dry_run_command_prints_the_graph_and_writes_nothing(  # type: ignore[no-untyped-def]
-        spark, make_project, capsys, monkeypatch) -> None:
+        spark, make_project, capsys, monkeypatch, tmp_path) -> None:
     project = medallion(make_project)
     before = sorted(p.relative_to(project.root) for p in project.root.rglob("*"))
     monkeypatch.chdir(project.root)  # the spec is found from the current folder
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # where the analysis's scratch folder goes
     result = cli(capsys, "dry-run")
     assert result.returncode == 0, result.stderr
+    gc.collect()
+    assert not list(tmp_path.glob("deltaflow-analyse-*"))  # removed with its pipeline
     assert "gold" in result.stdout and "materialized view, by window ts 1 day" in result.stdout
     assert "dry-run: ok, 4 dataset(s) (3 stored), 4 flow(s) analysed; nothing was written" in result.stdout
     assert sorted(p.relative_to(project.root) for p in project.root.rglob("*")) == before

@@ -44,6 +44,14 @@ class ClusterState:
     pids: dict[str, int]
 
 
+def _is_spark_daemon(pid: int) -> bool:
+    """Whether ``pid`` runs a Spark master or worker, not some process that got a dead one's pid."""
+    try:
+        return b"org.apache.spark.deploy." in Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+
+
 class LocalSparkCluster:
     """A standalone master and ``workers`` workers on 127.0.0.1.
 
@@ -74,7 +82,7 @@ class LocalSparkCluster:
 
     def _pids(self) -> dict[str, int]:
         found = {p.stem: int(p.read_text()) for p in self.state_dir.glob("*.pid")}
-        return {name: pid for name, pid in found.items() if not is_zombie(pid)}
+        return {name: pid for name, pid in found.items() if not is_zombie(pid) and _is_spark_daemon(pid)}
 
     def _alive_workers(self) -> int | None:
         try:
@@ -112,7 +120,8 @@ class LocalSparkCluster:
             SetupError: The master or a worker did not come up in time (naming its log).
 
         """
-        if self.status().workers >= self.workers:
+        state = self.status()  # the master counts a killed worker alive until it times out (a minute)
+        if state.workers >= self.workers and len(state.pids) == self.workers + 1:
             return self.master
         self.stop()
         self.state_dir.mkdir(parents=True, exist_ok=True)
@@ -139,6 +148,8 @@ class LocalSparkCluster:
         """SIGKILL worker ``index`` (its executors die with it); its pid."""
         pid = self._pids()[f"worker-{index}"]
         os.killpg(pid, signal.SIGKILL)
+        # Once reaped, its pid may be reused (by any process's thread, even): no later stop may signal it.
+        self._pid_file(f"worker-{index}").unlink()
         return pid
 
     def stop(self) -> bool:
@@ -152,7 +163,8 @@ class LocalSparkCluster:
             time.sleep(0.1)
         for pid in pids.values():
             if not is_zombie(pid):
-                os.killpg(pid, signal.SIGKILL)
+                with contextlib.suppress(ProcessLookupError):  # it may end between the check and the kill
+                    os.killpg(pid, signal.SIGKILL)
         for pid_file in self.state_dir.glob("*.pid"):
             pid_file.unlink()
         return bool(pids)
