@@ -145,7 +145,8 @@ class LocalS3:
         state = self.status()
         if state.pid is None:
             return False
-        os.kill(state.pid, signal.SIGTERM)
+        with contextlib.suppress(ProcessLookupError):  # it may have ended since it answered
+            os.kill(state.pid, signal.SIGTERM)
         deadline = time.monotonic() + 10
         while not is_zombie(state.pid) and time.monotonic() < deadline:
             time.sleep(0.05)
