@@ -90,9 +90,7 @@ def check_port_free(port: int) -> None:
 def is_broker_process(pid: int, config_file: Path) -> bool:
     """True when ``pid`` is alive and is ``kafka.Kafka`` running with ``config_file``.
 
-    A process reads an empty ``/proc/<pid>/cmdline`` for a moment while it execs (the java launcher
-    does, right after start) or exits, so an empty one is read again until it fills or the process is
-    a zombie; a process that stays empty (a kernel thread) is not a broker.
+    Its command line is read by :func:`command_line`.
 
     Args:
         pid: The process id to look at.
@@ -103,20 +101,34 @@ def is_broker_process(pid: int, config_file: Path) -> bool:
         False
 
     """
+    args = command_line(pid)
+    return args is not None and b"kafka.Kafka" in args and str(config_file).encode() in args
+
+
+def command_line(pid: int) -> list[bytes] | None:
+    """The arguments ``pid`` runs with; None when it is gone, a zombie, or stays empty (a kernel thread).
+
+    A process reads an empty ``/proc/<pid>/cmdline`` for a moment while it execs (the java launcher does,
+    right after start) or exits, so an empty one is read again until it fills or the process is a zombie.
+
+    Example:
+        >>> command_line(-1) is None
+        True
+
+    """
     if pid <= 0:
-        return False
+        return None
     for _ in range(_CMDLINE_READS):
         try:
             raw = Path(f"/proc/{pid}/cmdline").read_bytes()
         except OSError:
-            return False
+            return None
         if raw:
-            args = raw.split(b"\0")
-            return b"kafka.Kafka" in args and str(config_file).encode() in args
+            return raw.split(b"\0")
         if is_zombie(pid):
-            return False
+            return None
         time.sleep(_CMDLINE_PAUSE)
-    return False
+    return None
 
 
 def is_zombie(pid: int) -> bool:

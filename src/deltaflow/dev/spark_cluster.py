@@ -27,7 +27,7 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from deltaflow.dev.broker_process import HOST, is_zombie
+from deltaflow.dev.broker_process import HOST, command_line, is_zombie
 from deltaflow.errors import SetupError
 from deltaflow.runtime.jars import home
 
@@ -44,12 +44,15 @@ class ClusterState:
     pids: dict[str, int]
 
 
+_DAEMONS = {b"org.apache.spark.deploy.master.Master", b"org.apache.spark.deploy.worker.Worker"}
+
+
 def _is_spark_daemon(pid: int) -> bool:
-    """Whether ``pid`` runs a Spark master or worker, not some process that got a dead one's pid."""
-    try:
-        return b"org.apache.spark.deploy." in Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return False
+    """Whether ``pid`` runs a Spark master or worker, not some process that got a dead one's pid.
+
+    (A driver runs ``org.apache.spark.deploy.SparkSubmit``: the class names are matched whole.)
+    """
+    return not _DAEMONS.isdisjoint(command_line(pid) or [])
 
 
 class LocalSparkCluster:
