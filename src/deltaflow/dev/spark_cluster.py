@@ -85,7 +85,8 @@ class LocalSparkCluster:
 
     def _pids(self) -> dict[str, int]:
         found = {p.stem: int(p.read_text()) for p in self.state_dir.glob("*.pid")}
-        return {name: pid for name, pid in found.items() if _is_spark_daemon(pid)}  # alive: not a zombie
+        # a pid gone or a zombie has no command line
+        return {name: pid for name, pid in found.items() if _is_spark_daemon(pid)}
 
     def _alive_workers(self) -> int | None:
         try:
