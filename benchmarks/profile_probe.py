@@ -32,6 +32,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from deltaflow.sinks.read_rows import ROWS_METRIC
 from freshness_load import GoldLog
 
 COMMIT = re.compile(r"^\d{20}\.json$")
@@ -154,9 +155,9 @@ def batches(query: Any) -> list[Batch]:
     for progress in query.recentProgress:
         durations = {k: int(v) for k, v in (progress.durationMs or {}).items()}
         if "addBatch" in durations:
-            # a carrier's query reads each row once per table it writes; its own table's rows are observed
-            carried = (progress.observedMetrics or {}).get("deltaflow_carry")
-            rows = int(carried["rows"]) if carried is not None else int(progress.numInputRows or 0)
+            # a query that reads its input more than once counts the rows its flow read (sinks/read_rows)
+            observed = (progress.observedMetrics or {}).get(ROWS_METRIC)
+            rows = int(observed["rows"]) if observed is not None else int(progress.numInputRows or 0)
             ran[progress.batchId] = Batch(progress.batchId, epoch(progress.timestamp), rows, durations)
     return sorted(ran.values(), key=lambda b: b.batch_id)
 

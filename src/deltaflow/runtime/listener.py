@@ -28,7 +28,7 @@ def event_log_listener(log: EventLog, on_progress: Callable[[dict[str, Any]], No
     from pyspark import SparkContext
     from pyspark.sql.streaming.listener import StreamingQueryListener
 
-    from deltaflow.sinks.carry import carried_rows
+    from deltaflow.sinks.read_rows import observed_rows
 
     class EventLogListener(StreamingQueryListener):
         def onQueryStarted(self, event: Any) -> None:
@@ -42,7 +42,7 @@ def event_log_listener(log: EventLog, on_progress: Callable[[dict[str, Any]], No
                     progress[REFRESH_KEY] = refresh
                 logged = batch_event(log.pipeline, log.run_id, progress)
                 carried = log.carried.get(logged.flow, ())
-                if (rows := carried_rows(progress)) is not None:  # one query, several flows
+                if (rows := observed_rows(progress)) is not None:  # a query reading its input more than once
                     logged = with_input_rows(logged, rows)
                 for flow in (logged.flow, *carried):
                     log.add(replace(logged, flow=flow))

@@ -29,14 +29,14 @@ class BatchProgress:
     def of(cls, flow: str, progress: Mapping[str, Any]) -> BatchProgress:
         """The batch of ``flow`` that Spark's progress JSON ``progress`` reports.
 
-        A carrier's query (:mod:`deltaflow.sinks.carry`) reads each row once per branch: its batch counts
-        the rows its own table got, which each carried flow reads.
+        A query that reads its input more than once counts the rows its flow read itself
+        (:mod:`deltaflow.sinks.read_rows`): the batch has that count, and rates scaled to it.
         """
         from deltaflow.runtime.event_log import REFRESH_KEY
-        from deltaflow.sinks.carry import carried_rows
+        from deltaflow.sinks.read_rows import observed_rows
 
         read = int(progress["numInputRows"])
-        rows = carried_rows(progress)
+        rows = observed_rows(progress)
         ratio = 1.0 if rows is None or not read else rows / read
         return cls(flow=flow, batch_id=int(progress["batchId"]), input_rows=read if rows is None else rows,
                    input_rows_per_second=float(progress.get("inputRowsPerSecond") or 0.0) * ratio,

@@ -36,12 +36,13 @@ Example:
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import reduce
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from deltaflow.faults import crash_point
+from deltaflow.sinks.read_rows import ROWS_METRIC
 from deltaflow.sinks.txn_append import append_once
 
 if TYPE_CHECKING:
@@ -52,8 +53,6 @@ if TYPE_CHECKING:
     from deltaflow.storage import FlowCheckpoint, StorageLayout
 
 _BRANCH = "_df_{}"
-#: The observed metric of a carrier's query: ``rows``, the rows its own table got in the batch.
-CARRY_METRIC = "deltaflow_carry"
 
 
 def carrier_of(graph: ResolvedGraph, flow: str) -> tuple[str | None, str | None]:
@@ -109,22 +108,8 @@ def carried_frame(frames: Sequence[DataFrame]) -> DataFrame:
         return df.select(*columns)
 
     rows = reduce(lambda a, b: a.unionByName(b), [part(i, df) for i, df in enumerate(frames)])
-    return rows.observe(CARRY_METRIC, F.count(F.col(_BRANCH.format(0))).alias("rows"))
-
-
-def carried_rows(progress: Mapping[str, Any]) -> int | None:
-    """The rows a carrier's batch gave its own table, from the query's progress JSON (None: not a carrier's).
-
-    The query's ``numInputRows`` counts each branch's reads of the sources: the carrier's rows are what its
-    own flow read (and kept), and exactly what each carried flow reads.
-
-    Example:
-        >>> carried_rows({"observedMetrics": {"deltaflow_carry": {"rows": 5}}}), carried_rows({})
-        (5, None)
-
-    """
-    metric = (progress.get("observedMetrics") or {}).get(CARRY_METRIC) or {}
-    return int(metric["rows"]) if "rows" in metric else None
+    # the carrier's own branch: the rows its flow read (and kept), which is what each carried flow reads
+    return rows.observe(ROWS_METRIC, F.count(F.col(_BRANCH.format(0))).alias("rows"))
 
 
 def carrier_writer(layout: StorageLayout, branches: Sequence[Branch], replay: int | None) -> BatchHandler:

@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING
 
 from deltaflow.errors import ConfigError
 from deltaflow.sinks.late_rows import late_windows
+from deltaflow.sinks.read_rows import ROWS_METRIC
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
@@ -89,6 +90,8 @@ class IncrementalRefresh:
 
         if self.plan.lateness is not None:  # the state keeps a window till the watermark passes its end
             stream = stream.withWatermark(self._refresh.column, self.plan.lateness)
+        if self.plan.distinct:  # each distinct count's branch reads the batch once more: count it once
+            stream = stream.observe(ROWS_METRIC, F.count(F.lit(1)).alias("rows"))
         view = self.view.resolver.rebuild(self.view.flow, stand_ins={self.plan.input: stream})
         grouped = _grouped_rows(view)
         keys = [_q(k) for k in self.plan.keys]
