@@ -295,6 +295,8 @@ def test_a_view_with_a_lateness_keeps_recent_windows_and_recomputes_the_late_one
     assert sorted(int(c.name) for c in commits.iterdir() if c.name.isdigit()) == [0, 1, 2, 3]
     gold = next(flow for flow in project.pipeline(spark).status() if flow.flow == "gold")
     assert gold.last_refresh_mode == "incremental" and gold.rows_written
+    every = len(FIRST) + len(AHEAD) + 1 + len(LATE)
+    assert rows_read(project, "gold") == rows_read(project, "events") == every  # each row read once, late too
 
 
 def test_late_windows_recomputed_after_a_crash_between_the_two_writes(
