@@ -96,6 +96,11 @@ class Project:
     def checkpoint(self, dataset: str, flow: str | None = None, generation: int = 0) -> Path:
         return Path(self.layout.checkpoint(dataset, flow or dataset, generation).path)
 
+    def rows_read(self, flow: str) -> int:
+        """The rows ``flow``'s batches read, as the event log has them (and `status`, the metrics)."""
+        log = self.layout.open_table(self.layout.event_log).to_pyarrow_table().to_pylist()
+        return sum(e["input_rows"] for e in log if e["flow"] == flow and e["kind"] == "batch")
+
     def run(self, spark: SparkSession, mode: str = "available_now") -> list[FlowOutcome]:
         return self.pipeline(spark).run(mode)  # type: ignore[arg-type]
 

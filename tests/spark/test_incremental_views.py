@@ -134,25 +134,19 @@ def mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str
     return str(request.param)
 
 
-def rows_read(project: Project, flow: str) -> int:
-    """The rows ``flow``'s batches read, as the event log has them (and `status`, the metrics, the run)."""
-    log = project.layout.open_table(project.layout.event_log).to_pyarrow_table().to_pylist()
-    return sum(e["input_rows"] for e in log if e["flow"] == flow and e["kind"] == "batch")
-
-
 def test_batches_merged_in_equal_a_full_recomputation(spark, project: Project, mode: str) -> None:
     drop(project, "first", FIRST)
     project.run(spark)
     assert view(project) == recomputed(spark, project)
     assert len(view(project)) == 2  # 10:00/p1, 11:00/None (p2's only row is filtered out)
     # the query reads each batch twice (once more for the distinct count): Spark counts 14 rows, it read 7
-    assert rows_read(project, "gold") == rows_read(project, "events") == len(FIRST)
+    assert project.rows_read("gold") == project.rows_read("events") == len(FIRST)
 
     drop(project, "late", LATE)
     project.run(spark)
     merged = view(project)
     assert merged == recomputed(spark, project)
-    assert rows_read(project, "gold") == len(FIRST) + len(LATE)
+    assert project.rows_read("gold") == len(FIRST) + len(LATE)
     rows = {(r["window"]["start"].hour, r["product"]): r
             for r in DeltaTable(project.table("gold")).to_pyarrow_table().to_pylist()}
     # 10:00/p1: u1 came back (not counted again), u9 is new; a null user is a row but not a user
@@ -296,7 +290,7 @@ def test_a_view_with_a_lateness_keeps_recent_windows_and_recomputes_the_late_one
     gold = next(flow for flow in project.pipeline(spark).status() if flow.flow == "gold")
     assert gold.last_refresh_mode == "incremental" and gold.rows_written
     every = len(FIRST) + len(AHEAD) + 1 + len(LATE)
-    assert rows_read(project, "gold") == rows_read(project, "events") == every  # each row read once, late too
+    assert project.rows_read("gold") == project.rows_read("events") == every  # each row read once, late too
 
 
 def test_late_windows_recomputed_after_a_crash_between_the_two_writes(

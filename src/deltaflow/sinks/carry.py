@@ -112,12 +112,10 @@ def carried_frame(frames: Sequence[DataFrame]) -> DataFrame:
     return rows.observe(ROWS_METRIC, F.count(F.col(_BRANCH.format(0))).alias("rows"))
 
 
-def carrier_writer(layout: StorageLayout, branches: Sequence[Branch], replay: int | None) -> BatchHandler:
+def carrier_writer(layout: StorageLayout, branches: Sequence[Branch]) -> BatchHandler:
     """The batch handler of a carrier's query: each branch's rows appended to its table, each stamped.
 
-    ``branches[0]`` is the carrier's own. ``replay``: the batch the query runs again first (planned before a
-    restart), whose writes Delta may skip without running it; Spark wants its state committed again (it
-    checks), so that batch is computed into memory first.
+    ``branches[0]`` is the carrier's own. The batch is read once, into memory, for all of them.
     """
     from pyspark.sql import functions as F
 
@@ -129,8 +127,6 @@ def carrier_writer(layout: StorageLayout, branches: Sequence[Branch], replay: in
             app_ids.update({b.flow: b.checkpoint.app_id(query_id) for b in branches})
         batch = batch.persist()
         try:
-            if batch_id == replay:
-                batch.count()
             for index, branch in enumerate(branches):
                 column = _BRANCH.format(index)
                 rows = batch.where(F.col(column).isNotNull()).select(f"{column}.*")

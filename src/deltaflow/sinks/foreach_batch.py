@@ -18,6 +18,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from deltaflow.faults import crash_point
+from deltaflow.runtime.checkpoints import unfinished_batch
 from deltaflow.sinks.conflicts import retry_conflicts
 from deltaflow.sinks.idempotent import flow_app_id, idempotent_writes
 
@@ -34,14 +35,28 @@ def start_foreach_batch(
     df: DataFrame, *, name: str, handler: BatchHandler, layout: StorageLayout, checkpoint: FlowCheckpoint,
     trigger: Trigger,
 ) -> StreamingQuery:
-    """Start the streaming query handing each micro-batch of ``df`` to ``handler(batch, batch_id)``."""
+    """Start the streaming query handing each micro-batch of ``df`` to ``handler(batch, batch_id)``.
+
+    The batch the query runs again first after a restart (planned, not committed) is read into memory
+    before the handler runs: its writes may have committed before the restart, and Delta then skips
+    them without reading the batch, but Spark wants its stateful operators run again (it checks), and
+    the run reports the rows the batch read (Spark counts the rows it scans).
+    """
     app_id: list[str] = []
+    replay = unfinished_batch(layout.fs, checkpoint)
 
     def on_batch(batch: DataFrame, batch_id: int) -> None:
         if not app_id:
             app_id.append(flow_app_id(layout, checkpoint))
-        with idempotent_writes(batch.sparkSession, app_id[0], batch_id):
-            retry_conflicts(lambda: handler(batch, batch_id), f"flow '{name}' batch {batch_id}")
+        if batch_id == replay:
+            batch = batch.persist()
+            batch.count()
+        try:
+            with idempotent_writes(batch.sparkSession, app_id[0], batch_id):
+                retry_conflicts(lambda: handler(batch, batch_id), f"flow '{name}' batch {batch_id}")
+        finally:
+            if batch_id == replay:
+                batch.unpersist()
         crash_point(f"after_commit:{name}")
 
     writer = (df.writeStream.queryName(name).foreachBatch(on_batch)

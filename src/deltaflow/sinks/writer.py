@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING
 
 from deltaflow.expectations import table_schema
 from deltaflow.runtime.checkpoint_repair import repair_checkpoint
-from deltaflow.runtime.checkpoints import clear_interrupted_writes, unfinished_batch
+from deltaflow.runtime.checkpoints import clear_interrupted_writes
 from deltaflow.sinks.append import start_append
 from deltaflow.sinks.carry import Branch, carried_frame, carrier_writer, record_carry
 from deltaflow.sinks.cdc import AutoCdcWriter
@@ -107,7 +107,7 @@ class FlowWriters:
             frames.append(df)
             branches.append(Branch(one.name, checkpoint, path, dataset.partition_cols))
         record_carry(self.layout, own, [b.checkpoint for b in branches[1:]])
-        handler = carrier_writer(self.layout, branches, unfinished_batch(self.layout.fs, own))
+        handler = carrier_writer(self.layout, branches)
         with state_store(self.spark):
             return start_foreach_batch(carried_frame(frames), name=flow.name, layout=self.layout,
                                        handler=handler, checkpoint=own, trigger=trigger)
