@@ -32,7 +32,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from deltaflow.sinks.read_rows import ROWS_METRIC
+from deltaflow.sinks.read_rows import observed_rows
 from freshness_load import GoldLog
 
 COMMIT = re.compile(r"^\d{20}\.json$")
@@ -156,8 +156,8 @@ def batches(query: Any) -> list[Batch]:
         durations = {k: int(v) for k, v in (progress.durationMs or {}).items()}
         if "addBatch" in durations:
             # a query that reads its input more than once counts the rows its flow read (sinks/read_rows)
-            observed = (progress.observedMetrics or {}).get(ROWS_METRIC)
-            rows = int(observed["rows"]) if observed is not None else int(progress.numInputRows or 0)
+            observed = observed_rows(json.loads(progress.json))
+            rows = observed if observed is not None else int(progress.numInputRows or 0)
             ran[progress.batchId] = Batch(progress.batchId, epoch(progress.timestamp), rows, durations)
     return sorted(ran.values(), key=lambda b: b.batch_id)
 

@@ -15,6 +15,8 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from deltaflow.faults import crash_point
@@ -37,10 +39,8 @@ def start_foreach_batch(
 ) -> StreamingQuery:
     """Start the streaming query handing each micro-batch of ``df`` to ``handler(batch, batch_id)``.
 
-    The batch the query runs again first after a restart (planned, not committed) is read into memory
-    before the handler runs: its writes may have committed before the restart, and Delta then skips
-    them without reading the batch, but Spark wants its stateful operators run again (it checks), and
-    the run reports the rows the batch read (Spark counts the rows it scans).
+    The batch the query runs again first after a restart is read once before the handler
+    (:func:`read_if_replayed`).
     """
     app_id: list[str] = []
     replay = unfinished_batch(layout.fs, checkpoint)
@@ -48,17 +48,36 @@ def start_foreach_batch(
     def on_batch(batch: DataFrame, batch_id: int) -> None:
         if not app_id:
             app_id.append(flow_app_id(layout, checkpoint))
-        if batch_id == replay:
-            batch = batch.persist()
-            batch.count()
-        try:
-            with idempotent_writes(batch.sparkSession, app_id[0], batch_id):
-                retry_conflicts(lambda: handler(batch, batch_id), f"flow '{name}' batch {batch_id}")
-        finally:
-            if batch_id == replay:
-                batch.unpersist()
+        with read_if_replayed(batch, batch_id == replay) as read, \
+                idempotent_writes(read.sparkSession, app_id[0], batch_id):
+            retry_conflicts(lambda: handler(read, batch_id), f"flow '{name}' batch {batch_id}")
         crash_point(f"after_commit:{name}")
 
     writer = (df.writeStream.queryName(name).foreachBatch(on_batch)
               .option("checkpointLocation", checkpoint.path))
     return trigger.apply(writer).start()
+
+
+@contextmanager
+def read_if_replayed(batch: DataFrame, replayed: bool) -> Iterator[DataFrame]:
+    """``batch``, read once into memory first when it is a batch run again after a restart.
+
+    Such a batch (planned, not committed: :func:`~deltaflow.runtime.checkpoints.unfinished_batch`) may
+    have committed its writes before the restart, and Delta then skips them without reading it. But
+    Spark wants its stateful operators run again (it checks), and the run reports the rows a batch read
+    (Spark counts the rows it scans).
+
+    Example:
+        >>> with read_if_replayed(batch, batch_id == replay) as batch:  # doctest: +SKIP
+        ...     batch.write.format("delta").mode("append").save(path)
+
+    """
+    if not replayed:
+        yield batch
+        return
+    batch = batch.persist()
+    try:
+        batch.count()
+        yield batch
+    finally:
+        batch.unpersist()

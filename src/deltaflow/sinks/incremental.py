@@ -38,6 +38,7 @@ from functools import reduce
 from typing import TYPE_CHECKING
 
 from deltaflow.errors import ConfigError
+from deltaflow.sinks.foreach_batch import read_if_replayed
 from deltaflow.sinks.late_rows import late_windows
 from deltaflow.sinks.read_rows import ROWS_METRIC
 
@@ -109,26 +110,19 @@ class IncrementalRefresh:
     def apply(self, batch: DataFrame, batch_id: int, schema: StructType, replayed: bool = False) -> None:
         """Write one batch's group totals into the view (``schema``), once, whatever crashes between.
 
-        ``replayed``: the batch was planned before a restart and may have been written already. Delta
-        then skips the write without running the batch, but Spark wants the batch's state committed
-        again (it checks): the totals are computed first, then written from memory.
+        ``replayed``: the batch was planned before a restart and may have been written already; it is
+        read first (:func:`~deltaflow.sinks.foreach_batch.read_if_replayed`).
         """
         from pyspark.sql import functions as F
 
-        totals = batch.select(*[F.col(_q(f.name)).cast(f.dataType).alias(f.name) for f in schema.fields])
-        if replayed:
-            totals = totals.persist()
-            totals.count()
-        try:
+        with read_if_replayed(batch, replayed) as read:
+            totals = read.select(*[F.col(_q(f.name)).cast(f.dataType).alias(f.name) for f in schema.fields])
             if batch_id == 0:  # a new checkpoint: its state started empty, and so does the view
                 self.view.layout.fs.write_text(self.view.checkpoint.view_plan, self.plan.signature)
             if self.whole or batch_id == 0:
                 self.view.write(totals, batch_id, mode="incremental")
             else:
                 self.view.merge(totals, self.plan.keys, batch_id)
-        finally:
-            if replayed:
-                totals.unpersist()
         if self.plan.lateness is not None:
             refresh = self._refresh
             late = late_windows(batch.sparkSession, self.view.layout, self.view.checkpoint, batch_id,
