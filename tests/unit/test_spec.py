@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -113,3 +114,18 @@ def test_only_a_small_run_has_its_jvm_compile_for_a_quick_start() -> None:
 
     assert SMALL_RUN_JIT in default_conf(small_run=True)["spark.driver.extraJavaOptions"]
     assert "TieredStopAtLevel" not in default_conf()["spark.driver.extraJavaOptions"]
+
+
+def test_only_a_local_master_swaps_hadoops_local_file_system_and_a_specs_own_settings_win() -> None:
+    from deltaflow.runtime.jars import driver_class_path
+    from deltaflow.runtime.session import in_process_local_files
+
+    local = in_process_local_files({"spark.master": "local[2]"})
+    assert local["spark.hadoop.fs.AbstractFileSystem.file.impl"] == "io.deltaflow.storage.InProcessLocalFs"
+    assert local["spark.driver.extraClassPath"] == str(driver_class_path())
+    cluster = in_process_local_files({"spark.master": "spark://127.0.0.1:7077",
+                                      "spark.driver.extraClassPath": "x.jar"})
+    assert "spark.hadoop.fs.file.impl" not in cluster  # the executors do not have the class
+    assert cluster["spark.driver.extraClassPath"] == f"{driver_class_path()}{os.pathsep}x.jar"
+    own = {"spark.master": "local", "spark.hadoop.fs.file.impl": "org.apache.hadoop.fs.LocalFileSystem"}
+    assert in_process_local_files(own)["spark.hadoop.fs.file.impl"] == "org.apache.hadoop.fs.LocalFileSystem"

@@ -31,7 +31,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from deltaflow.runtime.jars import home, jar_dir
+from deltaflow.runtime.jars import driver_class_path, home, jar_dir
 
 _QUIET = "-Xshare:auto -Xlog:cds=off -Xlog:cds+dynamic=off"
 _RECORD = "DELTAFLOW_CLASS_ARCHIVE_RECORD"  # set by build_archive for the one run that records the archive
@@ -56,17 +56,20 @@ def archive_file() -> Path | None:
 
 
 def _recorded_with(java: Path) -> list[str]:
-    """What an archive depends on: the JVM, pyspark, every jar's size and time, the recorded pipeline."""
+    """What an archive depends on: the JVM, pyspark, the jars and the driver's class path, the pipeline.
+
+    The JVM refuses an archive recorded with another class path (deltaflow's local file system first:
+    ``session.in_process_local_files``), or when a jar it was recorded from has another size or time.
+    """
     import pyspark  # the version and the place only; pyspark's import does not start a JVM
 
     libjvm = next(java.parent.parent.glob("lib/server/libjvm.so"), java)
     pyspark_dir = Path(pyspark.__file__).parent
-    # The JVM refuses an archive when a jar it was recorded from has another size or time (a reinstall).
     jars = sorted([*(pyspark_dir / "jars").glob("*.jar"), *jar_dir("spark").glob("*.jar")])
     files = hashlib.sha256("".join(f"{j}:{j.stat().st_size}:{j.stat().st_mtime_ns}" for j in jars).encode())
     pipeline = hashlib.sha256(_DEFINITIONS.encode()).hexdigest()[:16]
     return [str(java), str(libjvm.stat().st_mtime_ns), str(pyspark_dir), pyspark.__version__,
-            files.hexdigest(), pipeline]
+            files.hexdigest(), f"extraClassPath={driver_class_path()}", pipeline]
 
 
 def java_options() -> str:

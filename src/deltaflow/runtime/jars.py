@@ -4,7 +4,9 @@ Two groups, each described by a Maven POM shipped in ``runtime/jvm/``:
 
 * ``spark``: Delta Lake, the Spark Kafka connector and Hadoop's S3A, loaded into the Spark driver, plus
   deltaflow's own classes (``runtime/jvm/java``: its S3 log store, the state of an incremental view's
-  distinct counts), compiled here with the JDK's ``javac``;
+  distinct counts), compiled here with the JDK's ``javac``; its local file system (``InProcess*``) in a
+  jar of its own for the driver's class path (:func:`driver_class_path`), as Spark reads ``spark.jars``
+  through the file system before it loads them;
 * ``kafka-broker``: the Apache Kafka broker that ``deltaflow kafka start`` runs on loopback.
 
 ``deltaflow setup`` (run by ``make setup``) calls :func:`resolve_jars`; nothing is downloaded at run time.
@@ -56,7 +58,9 @@ def _java_sources() -> list[Path]:
 
 
 def _stamp_for(group: str) -> str:
-    text = _pom_text(group) + ("".join(p.read_text() for p in _java_sources()) if group == "spark" else "")
+    text = _pom_text(group)
+    if group == "spark":  # deltaflow's classes, and where their jars go
+        text += "".join(p.read_text() for p in _java_sources()) + driver_class_path().name
     return hashlib.sha256(text.encode()).hexdigest()
 
 
@@ -120,8 +124,23 @@ def resolve_jars(force: bool = False, log: Callable[[str], None] = print) -> Non
         log(f"jars: {group} -> {target} ({len(list(target.glob('*.jar')))} jars)")
 
 
+def driver_class_path() -> Path:
+    """The jar of deltaflow's classes that go on the driver's class path, not in ``spark.jars``.
+
+    Example:
+        >>> driver_class_path().name
+        'deltaflow-local-fs.jar'
+
+    """
+    return jar_dir("spark") / "driver" / "deltaflow-local-fs.jar"
+
+
 def _compile_java(jar_folder: Path, classes: Path) -> None:
-    """Compile deltaflow's JVM classes against the jars in ``jar_folder`` and pyspark's, into a jar there."""
+    """Compile deltaflow's JVM classes against the jars in ``jar_folder`` and pyspark's, into jars there.
+
+    The local file system's classes need only Hadoop's, which the driver's class path holds; the others
+    need Delta's, which only ``spark.jars`` holds.
+    """
     import pyspark
 
     javac, jar = shutil.which("javac"), shutil.which("jar")
@@ -129,12 +148,23 @@ def _compile_java(jar_folder: Path, classes: Path) -> None:
         raise SetupError("the JDK's 'javac' and 'jar' are not on PATH", hint="install a JDK 17+, not a JRE")
     spark = (Path(pyspark.__file__).parent / "jars").glob("*.jar")  # Hadoop's, Spark SQL's (the state API)
     classpath = [*jar_folder.glob("*.jar"), *spark]
-    for command in ([javac, "--release", "17", "-d", str(classes), "-cp", ":".join(map(str, classpath)),
-                     *map(str, _java_sources())],
-                    [jar, "cf", str(jar_folder / "deltaflow.jar"), "-C", str(classes), "."]):
+
+    def run(command: list[str]) -> None:
         proc = subprocess.run(command, capture_output=True, text=True, check=False)
         if proc.returncode != 0:
             raise SetupError(f"{Path(command[0]).name} failed: {(proc.stderr or proc.stdout).strip()[:400]}")
+
+    run([javac, "--release", "17", "-d", str(classes), "-cp", ":".join(map(str, classpath)),
+         *map(str, _java_sources())])
+    local_fs = classes.with_name("local-fs")
+    for compiled in (classes / "io" / "deltaflow" / "storage").glob("InProcess*.class"):  # nested ones too
+        target = local_fs / compiled.relative_to(classes)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        compiled.rename(target)
+    driver_jar = jar_folder / driver_class_path().relative_to(jar_dir("spark"))
+    driver_jar.parent.mkdir(exist_ok=True)
+    run([jar, "cf", str(driver_jar), "-C", str(local_fs), "."])
+    run([jar, "cf", str(jar_folder / "deltaflow.jar"), "-C", str(classes), "."])
 
 
 def jars(group: str) -> list[Path]:

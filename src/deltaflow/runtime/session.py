@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 
 from deltaflow.errors import ConfigError, DeltaflowError
 from deltaflow.runtime import class_archive
-from deltaflow.runtime.jars import home, jars
+from deltaflow.runtime.jars import driver_class_path, home, jars
 from deltaflow.storage.s3 import hadoop_conf
 
 if TYPE_CHECKING:
@@ -128,6 +128,31 @@ def default_conf(layout: StorageLayout | None = None, small_run: bool = False) -
     if layout is not None and layout.is_local:
         conf["spark.sql.warehouse.dir"] = layout.warehouse
     return conf
+
+
+def in_process_local_files(conf: dict[str, str]) -> dict[str, str]:
+    """``conf`` with deltaflow's local file system on the driver's class path and, in local mode, in use.
+
+    Without Hadoop's native library (pyspark ships none), Hadoop forks ``chmod`` for every local file and
+    folder it creates and ``readlink`` for both ends of every rename: about 2 ms each, tens of times per
+    micro-batch (checkpoint files, Delta commits, state changelogs, Parquet files).
+    ``io.deltaflow.storage.InProcessLocalFileSystem`` and ``InProcessLocalFs`` make the same calls in the
+    JVM. Spark resolves ``spark.jars`` through that file system before it loads them, so their jar goes on
+    the driver's own class path (in every mode: the class archive holds one class path); on a cluster the
+    executors would not have it there, so only a local master gets the swap. The spec's own settings of
+    these keys win.
+
+    Example:
+        >>> in_process_local_files({"spark.master": "local[2]"})["spark.hadoop.fs.file.impl"]
+        'io.deltaflow.storage.InProcessLocalFileSystem'
+
+    """
+    classpath = [str(driver_class_path()), conf.get("spark.driver.extraClassPath", "")]
+    conf = {**conf, "spark.driver.extraClassPath": os.pathsep.join(filter(None, classpath))}
+    if not conf["spark.master"].startswith("local"):
+        return conf
+    return {"spark.hadoop.fs.file.impl": "io.deltaflow.storage.InProcessLocalFileSystem",
+            "spark.hadoop.fs.AbstractFileSystem.file.impl": "io.deltaflow.storage.InProcessLocalFs", **conf}
 
 
 def use_storage_keys(spark: SparkSession, spec: Spec) -> None:
@@ -251,6 +276,7 @@ def build_session(spec: Spec | None = None, extra: dict[str, str] | None = None,
         conf.update(hadoop_conf(spec.s3))
         conf.update(spec.spark_conf)
     conf.update(extra or {})
+    conf = in_process_local_files(conf)
     if conf["spark.master"].startswith("spark://"):
         check_master(conf["spark.master"])
     builder = SparkSession.builder
