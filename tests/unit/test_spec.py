@@ -126,6 +126,7 @@ def test_only_a_local_master_swaps_hadoops_local_file_system_and_a_specs_own_set
     cluster = in_process_local_files({"spark.master": "spark://127.0.0.1:7077",
                                       "spark.driver.extraClassPath": "x.jar"})
     assert "spark.hadoop.fs.file.impl" not in cluster  # the executors do not have the class
+    assert "spark.hadoop.fs.file.impl" not in in_process_local_files({"spark.master": "local-cluster[2,1,9]"})
     assert cluster["spark.driver.extraClassPath"] == f"{driver_class_path()}{os.pathsep}x.jar"
     own = {"spark.master": "local", "spark.hadoop.fs.file.impl": "org.apache.hadoop.fs.LocalFileSystem"}
     assert in_process_local_files(own)["spark.hadoop.fs.file.impl"] == "org.apache.hadoop.fs.LocalFileSystem"

@@ -139,8 +139,8 @@ def in_process_local_files(conf: dict[str, str]) -> dict[str, str]:
     ``io.deltaflow.storage.InProcessLocalFileSystem`` and ``InProcessLocalFs`` make the same calls in the
     JVM. Spark resolves ``spark.jars`` through that file system before it loads them, so their jar goes on
     the driver's own class path (in every mode: the class archive holds one class path); on a cluster the
-    executors would not have it there, so only a local master gets the swap. The spec's own settings of
-    these keys win.
+    executors would not have it there, so only a local master (``local[N]``) gets the swap. The spec's own
+    settings of these keys win.
 
     Example:
         >>> in_process_local_files({"spark.master": "local[2]"})["spark.hadoop.fs.file.impl"]
@@ -149,7 +149,7 @@ def in_process_local_files(conf: dict[str, str]) -> dict[str, str]:
     """
     classpath = [str(driver_class_path()), conf.get("spark.driver.extraClassPath", "")]
     conf = {**conf, "spark.driver.extraClassPath": os.pathsep.join(filter(None, classpath))}
-    if not conf["spark.master"].startswith("local"):
+    if not re.fullmatch(r"local(\[.+\])?", conf["spark.master"]):  # local-cluster: executors of their own
         return conf
     return {"spark.hadoop.fs.file.impl": "io.deltaflow.storage.InProcessLocalFileSystem",
             "spark.hadoop.fs.AbstractFileSystem.file.impl": "io.deltaflow.storage.InProcessLocalFs", **conf}
