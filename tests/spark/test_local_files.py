@@ -79,15 +79,13 @@ def test_permissions_and_link_statuses_are_hadoops(spark, tmp_path: Path) -> Non
     file.write_text("12345")
     folder.mkdir()
     link.symlink_to(file)
+
+    def link_status(fs: Any, path: Path) -> tuple[Any, ...]:
+        status = fs.getFileLinkStatus(jvm.org.apache.hadoop.fs.Path(f"file://{path}"))
+        return status.isSymlink(), status.isDirectory(), status.getLen(), status.getPath().toString()
+
     for path in (file, folder, link):
-        for fs in (ours, hadoops):
-            hadoop_path = jvm.org.apache.hadoop.fs.Path(f"file://{path}")
-            status = fs.getFileLinkStatus(hadoop_path)
-            answer = (status.isSymlink(), status.isDirectory(), status.getLen(), status.getPath().toString())
-            if fs is ours:
-                expected = answer
-            else:
-                assert answer == expected, path
+        assert link_status(ours, path) == link_status(hadoops, path), path
     for mode in ("640", "755", "600", "1777"):
         ours.setPermission(jvm.org.apache.hadoop.fs.Path(f"file://{folder}"),
                            jvm.org.apache.hadoop.fs.permission.FsPermission(mode))
