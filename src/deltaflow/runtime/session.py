@@ -133,12 +133,10 @@ def default_conf(layout: StorageLayout | None = None, small_run: bool = False) -
 def in_process_local_files(conf: dict[str, str]) -> dict[str, str]:
     """``conf`` with deltaflow's local file system on the driver's class path and, in local mode, in use.
 
-    Without Hadoop's native library (pyspark ships none), Hadoop forks ``chmod`` for every local file and
-    folder it creates and ``readlink`` for both ends of every rename: about 2 ms each, tens of times per
-    micro-batch (checkpoint files, Delta commits, state changelogs, Parquet files).
-    ``io.deltaflow.storage.InProcessLocalFileSystem`` and ``InProcessLocalFs`` make the same calls in the
-    JVM. Spark resolves ``spark.jars`` through that file system before it loads them, so their jar goes on
-    the driver's own class path (in every mode: the class archive holds one class path); on a cluster the
+    ``io.deltaflow.storage.InProcessLocalFileSystem`` and ``InProcessLocalFs`` are Hadoop's, without a
+    ``chmod`` or ``readlink`` child process per file (why: ``InProcessRawLocalFileSystem.java``). Spark
+    resolves ``spark.jars`` through that file system before it loads them, so their jar goes on the
+    driver's own class path (in every mode: the class archive holds one class path); on a cluster the
     executors would not have it there, so only a local master (``local[N]``) gets the swap. The spec's own
     settings of these keys win.
 
