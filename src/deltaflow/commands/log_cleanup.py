@@ -29,8 +29,11 @@ from deltaflow.commands.readers import log_restart_offsets
 from deltaflow.commands.tables import open_table
 from deltaflow.errors import ConfigError
 from deltaflow.faults import crash_point
+from deltaflow.runtime.jvm_names import java_class
 
 if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
     from deltaflow.resolve.resolver import Resolver
     from deltaflow.storage import FlowCheckpoint, StorageLayout
 
@@ -77,13 +80,14 @@ def clean_log(resolver: Resolver, table: str) -> LogCleanup:
     reader = restart_read(layout, str(delta.metadata().id), resolver.graph.flows)
     if reader is not None and reader[1] is None:
         return LogCleanup(table, None, 0, reader[0].flow)
-    jvm: Any = spark._jvm
-    log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, layout.table(table))
-    snapshot = log.update(False, jvm.scala.Option.empty(), jvm.scala.Option.empty())
+    none = java_class(spark, "scala.Option").empty()
+    delta_log = java_class(spark, "org.apache.spark.sql.delta.DeltaLog")
+    log = delta_log.forTable(spark._jsparkSession, layout.table(table))
+    snapshot = log.update(False, none, none)
     held_by = None
     if reader is not None and (version := reader[1]) is not None and version <= snapshot.version():
         checkpoint = reader[0]
-        age = _age(jvm, log, layout.commit_file(table, version))
+        age = _age(spark, log, layout.commit_file(table, version))
         if age is None:
             raise ConfigError(f"flow '{checkpoint.flow}' reads '{table}' from version {version}, which "
                               "its log no longer holds",
@@ -91,18 +95,20 @@ def clean_log(resolver: Resolver, table: str) -> LogCleanup:
         if age + SLACK > retention:  # Delta judges an entry by its file's time, as here
             retention, held_by = age + SLACK, checkpoint.flow
     before = _entries(layout, table)
-    milliseconds = jvm.scala.collection.StringOps(str(int(retention.total_seconds() * 1000))).toLongOption()
-    minute = getattr(getattr(jvm.org.apache.spark.sql.delta, "TruncationGranularity$"), "MODULE$").MINUTE()
-    log.cleanUpExpiredLogs(snapshot, jvm.scala.Option.empty(), milliseconds, minute)
+    milliseconds = java_class(spark, "scala.collection.StringOps")(
+        str(int(retention.total_seconds() * 1000))).toLongOption()
+    granularity = java_class(spark, "org.apache.spark.sql.delta.TruncationGranularity$")
+    minute = getattr(granularity, "MODULE$").MINUTE()
+    log.cleanUpExpiredLogs(snapshot, none, milliseconds, minute)
     deleted = len(before - _entries(layout, table))
     if deleted:
         crash_point(f"log_cleaned:{table}")
     return LogCleanup(table, retention, deleted, held_by)
 
 
-def _age(jvm: Any, log: Any, entry: str) -> timedelta | None:
+def _age(spark: SparkSession, log: Any, entry: str) -> timedelta | None:
     """How long ago the log entry at ``entry`` was written, by Delta's clock (None: it is gone)."""
-    path = jvm.org.apache.hadoop.fs.Path(entry)
+    path = java_class(spark, "org.apache.hadoop.fs.Path")(entry)
     files = path.getFileSystem(log.newDeltaHadoopConf())
     if not files.exists(path):
         return None

@@ -19,7 +19,7 @@ import dataclasses
 import inspect
 import threading
 import traceback
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -56,11 +56,20 @@ class Resolver(ResolvedGraph):
         self._stand_ins: Mapping[str, DataFrame] | None = None
         self._lock = threading.RLock()  # views refresh from several foreachBatch threads
         self.warnings: list[str] = []  # what an analysis found but let pass (an unreachable broker)
+        self._existing: set[str] = set()  # tables known to exist (see resolve)
 
     # -- resolution -------------------------------------------------------------------------------------
 
-    def resolve(self) -> Resolver:
-        """Resolve every dataset (in definition order, upstream first) and return ``self``."""
+    def resolve(self, existing: Collection[str] = ()) -> Resolver:
+        """Resolve every dataset (in definition order, upstream first) and return ``self``.
+
+        Args:
+            existing: Tables known to exist (read just before): not created again. Delta's "create if
+                not exists" of an existing table changes nothing, but costs a Delta command per table
+                and run (0.05-0.15 s).
+
+        """
+        self._existing = set(existing)
         with self._active():
             for name in self.graph.datasets:
                 self._dataset(name)
@@ -95,7 +104,7 @@ class Resolver(ResolvedGraph):
         self.schemas[name] = self._schema(dataset, resolved)
         if dataset.stored:
             properties = self.table_properties(name)
-            if not self.analyze_only:
+            if not self.analyze_only and name not in self._existing:
                 from deltaflow.sinks.tables import ensure_table
 
                 ensure_table(self.context.spark, dataset, self.context.layout.table(name), self.schemas[name],

@@ -40,7 +40,7 @@ from deltaflow.runtime.outcomes import BatchProgress, FlowOutcome, MessageCallba
 from deltaflow.runtime.refresh import FullRefresh, refresh_dataset
 from deltaflow.runtime.run_plan import RunPlan
 from deltaflow.runtime.stopping import stop_between_batches
-from deltaflow.runtime.table_check import check_table_log
+from deltaflow.runtime.table_check import check_tables
 from deltaflow.runtime.triggers import Trigger
 from deltaflow.sinks.materialize import outdated
 from deltaflow.sinks.writer import FlowWriters
@@ -123,11 +123,8 @@ class PipelineRun:
         self.leases.acquire(self._selected() if self.plan.refresh is None else ())
         self.leases.start_renewing()  # now: resolving can take longer than a lease lasts on a busy machine
         finish_rewinds(self.spark, self.layout, self.on_message)
-        for dataset in (d for d, spec in self.graph.datasets.items() if spec.stored):
-            if self.layout.fs.exists(self.layout.delta_log(dataset)):
-                for repair in check_table_log(self.layout, dataset):
-                    self.on_message(repair)
-        self.resolver.resolve()
+        stored = [d for d, spec in self.graph.datasets.items() if spec.stored]
+        self.resolver.resolve(check_tables(self.layout, stored, self.on_message))
         finish_leaving(self.layout, self.graph)
         selected = self._selected()
         recorded = recorded_carriers(self.layout, self.graph, selected)  # what a carrier runs, it writes

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING
 from deltaflow.errors import ConfigError, DeltaflowError
 from deltaflow.runtime import class_archive
 from deltaflow.runtime.jars import driver_class_path, home, jars
+from deltaflow.runtime.jvm_names import java_class, known_roots
 from deltaflow.storage.s3 import hadoop_conf
 
 if TYPE_CHECKING:
@@ -282,6 +283,7 @@ def build_session(spec: Spec | None = None, extra: dict[str, str] | None = None,
         builder = builder.config(key, value)
     with jvm_output(os.environ.get("DELTAFLOW_SPARK_LOG")):
         spark = builder.getOrCreate()
+    known_roots(spark)
     keep_jvm_from_sigterm(spark)
     if spec is not None and spec.s3 is not None:  # a session that was running keeps its Hadoop settings
         use_storage_keys(spark, spec)
@@ -303,9 +305,8 @@ def keep_jvm_from_sigterm(spark: SparkSession) -> None:
         >>> keep_jvm_from_sigterm(spark)  # doctest: +SKIP
 
     """
-    jvm = spark.sparkContext._jvm
-    assert jvm is not None
-    jvm.sun.misc.Signal.handle(jvm.sun.misc.Signal("TERM"), jvm.sun.misc.SignalHandler.SIG_IGN)
+    signal = java_class(spark, "sun.misc.Signal")
+    signal.handle(signal("TERM"), java_class(spark, "sun.misc.SignalHandler").SIG_IGN)
 
 
 def kill_driver_jvm() -> None:

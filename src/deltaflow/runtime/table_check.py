@@ -5,11 +5,12 @@ flows start, each table is opened with ``deltalake``; when that fails, the log f
 newest checkpoint and the commits after it) are checked one by one and the first damaged one is named,
 with what to do. A damaged ``_last_checkpoint`` (only a hint of where the newest checkpoint is) is removed:
 Delta finds the checkpoint by listing the log without it. A failure with no damaged file found is left to
-Spark (deltalake may lack a feature Spark has).
+Spark (deltalake may lack a feature Spark has). A table read is one that exists, which the run then need
+not ask Delta to create.
 
 Example:
-    >>> check_table_log(layout, "bronze")  # doctest: +SKIP
-    []
+    >>> check_tables(layout, ["bronze", "silver"], print)  # doctest: +SKIP
+    {'bronze', 'silver'}
 
 """
 
@@ -18,6 +19,7 @@ from __future__ import annotations
 import io
 import json
 import re
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 from deltaflow.errors import ConfigError
@@ -28,8 +30,31 @@ if TYPE_CHECKING:
 _ENTRY = re.compile(r"^(\d{20})\.(json|checkpoint\.parquet)$")
 
 
-def check_table_log(layout: StorageLayout, dataset: str) -> list[str]:
-    """Check ``dataset``'s Delta log; returns the repairs made (a removed ``_last_checkpoint``).
+def check_tables(layout: StorageLayout, datasets: Iterable[str],
+                 on_message: Callable[[str], None]) -> set[str]:
+    """Check the Delta log of each of ``datasets`` that has one; returns those read (they exist).
+
+    Each repair made is passed to ``on_message``.
+
+    Raises:
+        ConfigError: A log file is damaged (see :func:`check_table_log`).
+
+    """
+    existing = set()
+    for dataset in datasets:
+        if layout.fs.exists(layout.delta_log(dataset)):
+            read, repairs = check_table_log(layout, dataset)
+            existing |= {dataset} if read else set()
+            for repair in repairs:
+                on_message(repair)
+    return existing
+
+
+def check_table_log(layout: StorageLayout, dataset: str) -> tuple[bool, list[str]]:
+    """Check ``dataset``'s Delta log: whether ``deltalake`` read the table, and the repairs made.
+
+    A repair is a removed ``_last_checkpoint``. A table read is one that exists: the run need not ask
+    Delta to create it.
 
     Raises:
         ConfigError: A log file is damaged, naming it and what to do.
@@ -44,7 +69,7 @@ def check_table_log(layout: StorageLayout, dataset: str) -> list[str]:
                        "Delta finds the checkpoint without it)")
     try:
         layout.open_table(layout.table(dataset))
-        return repairs
+        return True, repairs
     except Exception:  # find the damaged file, if that is what it is
         pass
     entries = sorted((int(m.group(1)), m.group(2), name) for name in fs.list(log)
@@ -61,7 +86,7 @@ def check_table_log(layout: StorageLayout, dataset: str) -> list[str]:
                 "read", location=path,
                 hint="restore the file from a backup (Delta keeps no second copy); failing that, move the "
                 f"table's folder away and rebuild it: deltaflow run --full-refresh {dataset}")
-    return repairs
+    return False, repairs
 
 
 def _json_lines(text: str | None) -> bool:

@@ -38,6 +38,7 @@ from functools import reduce
 from typing import TYPE_CHECKING
 
 from deltaflow.errors import ConfigError
+from deltaflow.runtime.jvm_names import java_class
 from deltaflow.sinks.foreach_batch import read_if_replayed
 from deltaflow.sinks.late_rows import late_windows
 from deltaflow.sinks.read_rows import ROWS_METRIC
@@ -149,10 +150,9 @@ class IncrementalRefresh:
                               f"session's {PROVIDER} names {provider}",
                               location=str(self.view.flow.location),
                               hint="drop that setting from the spec's configuration, or the view's lateness")
-        jvm = session._jvm
-        assert jvm is not None
         window = self._refresh.output.split(".")[0]
-        return DataFrame(jvm.io.deltaflow.state.FirstSeen.apply(pairs._jdf, window), session)
+        first_seen = java_class(session, "io.deltaflow.state.FirstSeen")
+        return DataFrame(first_seen.apply(pairs._jdf, window), session)
 
     @property
     def _refresh(self) -> WindowRefresh:
@@ -167,9 +167,8 @@ def _grouped_rows(view: DataFrame) -> DataFrame:
 
     session = view.sparkSession
     child = view._jdf.queryExecution().analyzed().child()
-    jvm = session._jvm
-    assert jvm is not None
-    return DataFrame(jvm.org.apache.spark.sql.classic.Dataset.ofRows(session._jsparkSession, child), session)
+    dataset = java_class(session, "org.apache.spark.sql.classic.Dataset")
+    return DataFrame(dataset.ofRows(session._jsparkSession, child), session)
 
 
 def _value(index: int) -> str:

@@ -29,10 +29,14 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from deltaflow.runtime.jvm_names import java_class
 from deltaflow.sinks.idempotent import idempotent_writes
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
+
+_SQL = "org.apache.spark.sql"
+_DELTA = f"{_SQL}.delta"
 
 
 def append_once(rows: DataFrame, path: str, *, app_id: str, batch_id: int,
@@ -45,9 +49,7 @@ def append_once(rows: DataFrame, path: str, *, app_id: str, batch_id: int,
 
     """
     session = rows.sparkSession
-    jvm: Any = session._jvm
-    delta = jvm.org.apache.spark.sql.delta
-    txn = delta.DeltaLog.forTable(session._jsparkSession, path).startTransaction()
+    txn = java_class(session, f"{_DELTA}.DeltaLog").forTable(session._jsparkSession, path).startTransaction()
     snapshot = txn.snapshot()
     if not _fits(rows, snapshot, partition_cols):
         return _delta_writer(rows, path, app_id, batch_id, partition_cols)
@@ -59,10 +61,12 @@ def append_once(rows: DataFrame, path: str, *, app_id: str, batch_id: int,
     if done >= batch_id:
         return False
     files = txn.writeFiles(rows._jdf)
-    when = jvm.scala.Some(jvm.java.lang.Long.valueOf(int(time.time() * 1000)))
-    stamp = delta.actions.SetTransaction(app_id, batch_id, when)
-    operation = getattr(delta, "DeltaOperations$StreamingUpdate")(
-        jvm.org.apache.spark.sql.streaming.OutputMode.Append(), app_id, batch_id, jvm.scala.Option.empty())
+    now = java_class(session, "java.lang.Long").valueOf(int(time.time() * 1000))
+    when = java_class(session, "scala.Some")(now)
+    stamp = java_class(session, f"{_DELTA}.actions.SetTransaction")(app_id, batch_id, when)
+    operation = java_class(session, f"{_DELTA}.DeltaOperations$StreamingUpdate")(
+        java_class(session, f"{_SQL}.streaming.OutputMode").Append(), app_id, batch_id,
+        java_class(session, "scala.Option").empty())
     _count_files(session, txn, int(files.size()))
     txn.commit(files.prepended(stamp), operation)
     return True
@@ -84,13 +88,13 @@ def recorded_version(snapshot: Any, app_id: str) -> int | None:
 
 def _count_files(session: Any, txn: Any, added: int) -> None:
     """The commit's ``numAddedFiles`` / ``numRemovedFiles`` in its metrics, as Delta's sink reports them."""
-    jvm, sc = session._jvm, session.sparkContext._jsc.sc()
-    metrics = jvm.java.util.HashMap()
+    sc = session.sparkContext._jsc.sc()
+    metrics = java_class(session, "java.util.HashMap")()
     for name, value in (("numAddedFiles", added), ("numRemovedFiles", 0)):
-        metric = jvm.org.apache.spark.sql.execution.metric.SQLMetrics.createMetric(sc, name)
+        metric = java_class(session, f"{_SQL}.execution.metric.SQLMetrics").createMetric(sc, name)
         metric.set(value)
         metrics.put(name, metric)
-    scala_map = jvm.org.apache.spark.api.python.PythonUtils.toScalaMap(metrics)
+    scala_map = java_class(session, "org.apache.spark.api.python.PythonUtils").toScalaMap(metrics)
     txn.registerSQLMetrics(session._jsparkSession, scala_map)
 
 
