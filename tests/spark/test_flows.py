@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Collection
 
 from deltalake import DeltaTable
 
@@ -121,9 +122,9 @@ def test_a_run_slower_to_resolve_than_its_lease_lasts_keeps_its_tables(
 
     real = Resolver.resolve
 
-    def slow(self: Resolver) -> None:  # creating the tables on a busy machine, a cold JVM: seconds
-        time.sleep(2.5)
-        real(self)
+    def slow(self: Resolver, existing: Collection[str] = ()) -> Resolver:  # creating the tables on a busy
+        time.sleep(2.5)  # machine, a cold JVM: seconds
+        return real(self, existing)
 
     monkeypatch.setattr(Resolver, "resolve", slow)
     project = make_project(APPEND_FLOWS, spec_extra="lease:\n  ttl: 3 seconds\n")
