@@ -30,7 +30,9 @@ def child_processes(spark: Any, tmp_path: Path, work: Callable[[], None]) -> lis
     recording.dump(dump)
     recording.close()
     events = jvm.jdk.jfr.consumer.RecordingFile.readAllEvents(dump)
-    return [c for c in (e.getString("command") for e in events) if str(tmp_path) in c]
+    # (a recording of the whole JVM running meanwhile, a profiler's, adds its event types to this file)
+    starts = [e for e in events if e.getEventType().getName() == "jdk.ProcessStart"]
+    return [c for c in (e.getString("command") for e in starts) if str(tmp_path) in c]
 
 
 def write_checkpoint_file(spark: Any, folder: Path, file_system: str | None) -> None:
