@@ -1,11 +1,12 @@
 """JVM classes reached from Python by their full name, without py4j's search for a name.
 
 py4j answers ``jvm.org`` by trying ``org`` as a class: alone, then in each package the view imports
-(``java.lang`` and eight of pyspark's), each a failed lookup through every jar on the driver's class path, and
-only then calls it a package. Every step of ``jvm.org.apache.spark.sql.delta.DeltaLog`` is a round trip
-of its own: 1.6 ms to reach that one class on a 2-core machine, where :func:`java_class`, naming the class
-whole, takes no round trip (then one per member used, 0.1 ms). In a recording of a test run's driver, 5 %
-of its CPU samples were such failed lookups (``docs/benchmarks.md`` § profile_pipeline.py).
+whole (``java.lang`` and eight of pyspark's), each a failed lookup through every jar on the driver's class
+path, and only then calls it a package. Every step of ``jvm.org.apache.spark.sql.delta.DeltaLog`` is a
+round trip of its own: 1.6 ms to reach that one class on a 2-core machine, where :func:`java_class`,
+naming the class whole, takes no round trip (then one per member used, 0.1 ms). In a recording of a test
+run's driver, 5 % of its CPU samples were such failed lookups (``docs/benchmarks.md`` §
+profile_pipeline.py).
 
 Example:
     >>> java_class(spark, "org.apache.spark.sql.delta.DeltaLog").forTable(spark._jsparkSession, path)

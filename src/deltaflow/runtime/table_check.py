@@ -44,7 +44,8 @@ def check_tables(layout: StorageLayout, datasets: Iterable[str],
     for dataset in datasets:
         if layout.fs.exists(layout.delta_log(dataset)):
             read, repairs = check_table_log(layout, dataset)
-            existing |= {dataset} if read else set()
+            if read:
+                existing.add(dataset)
             for repair in repairs:
                 on_message(repair)
     return existing
