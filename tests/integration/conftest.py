@@ -14,6 +14,7 @@ import pytest
 from helpers import SHORT_RUN_JVM, free_port, mark_tier
 
 if TYPE_CHECKING:
+    from deltaflow.dev.s3_faults import S3Faults
     from deltaflow.dev.spark_cluster import LocalSparkCluster
 
 
@@ -48,6 +49,17 @@ def spark_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalSpa
 def spark_master(spark_cluster: LocalSparkCluster) -> str:
     """The cluster's master URL, with all its workers up (a test may have killed one)."""
     return spark_cluster.start()
+
+
+@pytest.fixture
+def faults(s3_endpoint: str) -> Iterator[S3Faults]:
+    """The session's S3 server's fault rules (:mod:`deltaflow.dev.s3_faults`), cleared before and after."""
+    from deltaflow.dev.s3_faults import S3Faults
+
+    injector = S3Faults(s3_endpoint)
+    injector.clear()
+    yield injector
+    injector.clear()
 
 
 @pytest.fixture(scope="session")

@@ -30,14 +30,6 @@ from deltaflow.storage.lease import TableLeases
 from helpers import Project
 
 
-@pytest.fixture
-def faults(s3_endpoint: str) -> Iterator[S3Faults]:
-    injector = S3Faults(s3_endpoint)
-    injector.clear()
-    yield injector
-    injector.clear()
-
-
 def test_the_server_fails_what_it_is_told_and_a_client_that_retries_gets_through(  # type: ignore[no-untyped-def]
         faults: S3Faults, s3_root: str, s3_spec: S3Spec) -> None:
     client = StorageLayout(s3_root, s3_spec).fs.client  # type: ignore[attr-defined]

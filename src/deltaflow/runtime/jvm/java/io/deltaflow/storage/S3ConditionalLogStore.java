@@ -81,7 +81,7 @@ public class S3ConditionalLogStore extends S3SingleDriverLogStore {
         return lost;
     }
 
-    private static boolean isPreconditionFailure(Throwable e) {
+    static boolean isPreconditionFailure(Throwable e) {
         for (Throwable t = e; t != null; t = t.getCause()) {
             String name = t.getClass().getName();
             String message = String.valueOf(t.getMessage());
