@@ -104,7 +104,8 @@ def default_conf(layout: StorageLayout | None = None, small_run: bool = False) -
         "spark.delta.logStore.s3.impl": "io.deltaflow.storage.S3ConditionalLogStore",
         # Streaming checkpoint files on S3 in one PUT each, not a temporary file and a copy: see
         # io.deltaflow.storage.ConditionalCheckpointFileManager (other file systems get Spark's own).
-        "spark.sql.streaming.checkpointFileManagerClass": "io.deltaflow.storage.ConditionalCheckpointFileManager",
+        "spark.sql.streaming.checkpointFileManagerClass":
+            "io.deltaflow.storage.ConditionalCheckpointFileManager",
         "spark.driver.memory": driver_memory(),
         "spark.driver.extraJavaOptions": driver_java_options(small_run),
         "spark.sql.streaming.stopTimeout": "60s",
