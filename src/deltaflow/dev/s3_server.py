@@ -162,8 +162,8 @@ class S3Only:
     This server serves S3 alone, so each request goes straight to the S3 app.
     """
 
-    def __init__(self, create_app: Callable[[str], Any]) -> None:
-        self.s3, self.api = create_app("s3"), create_app("moto_api")
+    def __init__(self, s3: Callable[..., Any], api: Callable[..., Any]) -> None:
+        self.s3, self.api = s3, api
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:  # noqa: D102
         app = self.api if environ.get("PATH_INFO", "").startswith("/moto-api") else self.s3
@@ -179,7 +179,7 @@ def serve(port: int) -> None:
         raise SetupError("moto is not installed", hint="'make setup' installs moto[server]") from None
     logging.getLogger("werkzeug").setLevel(logging.WARNING)  # no line per request
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-    app = FaultInjector(SerialWrites(S3Only(create_backend_app)))
+    app = FaultInjector(SerialWrites(S3Only(create_backend_app("s3"), create_backend_app("moto_api"))))
     with contextlib.suppress(KeyboardInterrupt):
         run_simple(HOST, port, app, threaded=True)
 
