@@ -154,32 +154,16 @@ class LocalS3:
         return True
 
 
-class S3Only:
-    """WSGI app: moto's S3, and moto's own API under ``/moto-api`` (its health check).
-
-    moto's ``DomainDispatcherApplication`` serves every AWS service: for each request it lists moto's
-    package folder (a ``stat`` per service) under a process-wide lock to find the service a host names.
-    This server serves S3 alone, so each request goes straight to the S3 app.
-    """
-
-    def __init__(self, s3: Callable[..., Any], api: Callable[..., Any]) -> None:
-        self.s3, self.api = s3, api
-
-    def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:  # noqa: D102
-        app = self.api if environ.get("PATH_INFO", "").startswith("/moto-api") else self.s3
-        return app(environ, start_response)
-
-
 def serve(port: int) -> None:
     """Serve moto's S3 on ``127.0.0.1:port`` until SIGTERM."""
     try:
-        from moto.moto_server.werkzeug_app import create_backend_app
+        from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
         from werkzeug.serving import run_simple
     except ImportError:
         raise SetupError("moto is not installed", hint="'make setup' installs moto[server]") from None
     logging.getLogger("werkzeug").setLevel(logging.WARNING)  # no line per request
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-    app = FaultInjector(SerialWrites(S3Only(create_backend_app("s3"), create_backend_app("moto_api"))))
+    app = FaultInjector(SerialWrites(DomainDispatcherApplication(create_backend_app)))
     with contextlib.suppress(KeyboardInterrupt):
         run_simple(HOST, port, app, threaded=True)
 
