@@ -4,6 +4,7 @@ stored. The requests are counted by the session's S3 server itself (:mod:`deltaf
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -24,11 +25,14 @@ MANAGER = "io.deltaflow.storage.ConditionalCheckpointFileManager"
 SPARK_INTERFACE = "org.apache.spark.sql.execution.streaming.checkpointing.CheckpointFileManager"
 
 
+def hadoop_path(spark: Any, path: str) -> Any:
+    return java_class(spark, "org.apache.hadoop.fs.Path")(path)
+
+
 def manager_for(spark: Any, folder: str) -> Any:
     """The checkpoint file manager Spark's queries get for ``folder`` in this session."""
     conf = spark._jsparkSession.sessionState().newHadoopConf()
-    path = spark.sparkContext._jvm.org.apache.hadoop.fs.Path(folder)
-    return java_class(spark, SPARK_INTERFACE).create(path, conf)
+    return java_class(spark, SPARK_INTERFACE).create(hadoop_path(spark, folder), conf)
 
 
 def test_each_checkpoint_file_is_one_put_at_its_name_and_every_row_lands_once(  # type: ignore[no-untyped-def]
@@ -59,14 +63,13 @@ def test_a_batch_file_is_created_once_a_lost_answer_is_no_conflict_and_a_cancell
         spark: Any, make_project: Any, s3_root: str, s3_spec: S3Spec, faults: S3Faults) -> None:
     project: Project = make_project(PIPELINE, s3=(s3_root, s3_spec))
     project.pipeline(spark)  # the session's S3A settings for this server
-    jvm = spark.sparkContext._jvm
     folder = f"{s3_root}/_checkpoints/probe/offsets"
     manager = manager_for(spark, folder)
     assert manager.getClass().getName() == MANAGER  # the session's setting, as Spark's queries get it
-    manager.mkdirs(jvm.org.apache.hadoop.fs.Path(folder))
+    manager.mkdirs(hadoop_path(spark, folder))
 
     def put(name: str, data: bytes, overwrite: bool = False) -> Any:
-        out = manager.createAtomic(jvm.org.apache.hadoop.fs.Path(f"{folder}/{name}"), overwrite)
+        out = manager.createAtomic(hadoop_path(spark, f"{folder}/{name}"), overwrite)
         out.write(bytearray(data))
         return out
 
@@ -95,11 +98,10 @@ def test_a_batch_file_is_created_once_a_lost_answer_is_no_conflict_and_a_cancell
     assert stored("0") == b'{"batch": 0, "rewritten": true}'
 
 
-def test_checkpoints_elsewhere_keep_spark_s_own_manager(spark: Any, tmp_path: Any) -> None:
-    jvm = spark.sparkContext._jvm
+def test_checkpoints_elsewhere_keep_spark_s_own_manager(spark: Any, tmp_path: Path) -> None:
     manager = manager_for(spark, str(tmp_path))
     assert manager.getClass().getName() == MANAGER and "FileContextBased" in manager.toString()
-    out = manager.createAtomic(jvm.org.apache.hadoop.fs.Path(str(tmp_path / "0")), False)
+    out = manager.createAtomic(hadoop_path(spark, str(tmp_path / "0")), False)
     out.write(bytearray(b"local"))
     assert not (tmp_path / "0").exists()  # Spark's own: a temporary file, renamed at close
     out.close()
