@@ -15,6 +15,7 @@ Example:
 from __future__ import annotations
 
 import inspect
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
@@ -96,5 +97,6 @@ def caller_location() -> SourceLocation:
         ...     where = caller_location()  # the line of the create_streaming_table(...) call
 
     """
-    frame = inspect.stack()[2]
-    return relative_location(frame.filename, frame.lineno)
+    # the frame itself, not inspect.stack(): that reads the source of every frame on the stack
+    frame = sys._getframe(2)
+    return relative_location(frame.f_code.co_filename, frame.f_lineno)

@@ -16,7 +16,7 @@ Example:
 from __future__ import annotations
 
 import dataclasses
-import inspect
+import sys
 import threading
 import traceback
 from collections.abc import Collection, Iterator, Mapping
@@ -280,9 +280,11 @@ class Resolver(ResolvedGraph):
         if reader is None:
             return "<unknown>"
         file = Path(reader.flow.location.file).name
-        for frame in inspect.stack():
-            if Path(frame.filename).name == file:
-                return f"{reader.flow.location.file}:{frame.lineno}"
+        frame = sys._getframe()  # walked, not inspect.stack(), which reads every frame's source
+        while frame is not None:
+            if Path(frame.f_code.co_filename).name == file:
+                return f"{reader.flow.location.file}:{frame.f_lineno}"
+            frame = frame.f_back
         return str(reader.flow.location)
 
     # -- building a flow again ----------------------------------------------------------------------------
