@@ -22,6 +22,7 @@ import traceback
 from collections.abc import Collection, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
+from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 from deltaflow.context import PipelineContext, activate, current
@@ -280,7 +281,8 @@ class Resolver(ResolvedGraph):
         if reader is None:
             return "<unknown>"
         file = Path(reader.flow.location.file).name
-        frame = sys._getframe()  # walked, not inspect.stack(), which reads every frame's source
+        # the frames walked, not inspect.stack(), which reads every frame's source
+        frame: FrameType | None = sys._getframe()
         while frame is not None:
             if Path(frame.f_code.co_filename).name == file:
                 return f"{reader.flow.location.file}:{frame.f_lineno}"
