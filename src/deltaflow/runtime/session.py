@@ -17,9 +17,11 @@ Example:
 
 from __future__ import annotations
 
+import importlib
 import os
 import re
 import sys
+import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from importlib import resources
@@ -267,6 +269,7 @@ def build_session(spec: Spec | None = None, extra: dict[str, str] | None = None,
             session already running).
 
     """
+    from pyspark import SparkContext
     from pyspark.sql import SparkSession
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -282,6 +285,11 @@ def build_session(spec: Spec | None = None, extra: dict[str, str] | None = None,
     conf = in_process_local_files(conf)
     if conf["spark.master"].startswith("spark://"):
         check_master(conf["spark.master"])
+    if SparkContext._active_spark_context is None:
+        # pyspark's first JVM call with arguments imports pandas (py4j asks its NumPy converter, which
+        # imports pyspark.testing.utils): 0.4-0.5 s on the way to the session. Import it while the JVM boots.
+        threading.Thread(target=importlib.import_module, args=("pyspark.testing.utils",), daemon=True,
+                         name="deltaflow-imports").start()
     builder = SparkSession.builder
     for key, value in conf.items():
         builder = builder.config(key, value)
