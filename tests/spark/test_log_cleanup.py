@@ -52,8 +52,8 @@ def test_the_log_keeps_its_retention_and_what_a_stopped_flow_restarts_from(  # t
     for i in range(3):  # silver stops here; bronze goes on, past two checkpoints (each 10 versions)
         project.drop(f"{i + 1}.json", [{"id": f"b{i}"}, {"id": f"c{i}"}])
         pipeline.run("available_now", plan=RunPlan(refresh=frozenset({"bronze"})))
-    # another writer of bronze: delta-rs, as kafka-delta-ingest (no .crc; a checkpoint every 10 versions,
-    # as Delta's; 20 commits in 0.4 s where Spark's writer took 13 s)
+    # another writer of bronze: delta-rs, as kafka-delta-ingest (no .crc), checkpointing every 10 versions
+    # as Delta does (delta-rs's own interval is 100); 20 commits in 0.4 s where Spark's writer took 13 s
     row = DeltaTable(bronze).to_pyarrow_table().slice(0, 1)
     for i in range(20):
         write_deltalake(bronze, row.set_column(row.schema.get_field_index("id"), "id", pa.array([f"d{i}"])),
