@@ -54,11 +54,12 @@ def test_the_log_keeps_its_retention_and_what_a_stopped_flow_restarts_from(  # t
         pipeline.run("available_now", plan=RunPlan(refresh=frozenset({"bronze"})))
     # another writer of bronze: delta-rs, as kafka-delta-ingest (no .crc), checkpointing every 10 versions
     # as Delta does (delta-rs's own interval is 100); 20 commits in 0.4 s where Spark's writer took 13 s
-    row = DeltaTable(bronze).to_pyarrow_table().slice(0, 1)
+    other = DeltaTable(bronze)
+    row = other.to_pyarrow_table().slice(0, 1)
     for i in range(20):
-        write_deltalake(bronze, row.set_column(row.schema.get_field_index("id"), "id", pa.array([f"d{i}"])),
+        write_deltalake(other, row.set_column(row.schema.get_field_index("id"), "id", pa.array([f"d{i}"])),
                         mode="append")
-        if (other := DeltaTable(bronze)).version() % 10 == 0:
+        if other.version() % 10 == 0:
             other.create_checkpoint()
     latest = max(entries(bronze))
     backdate(bronze, latest - 2)  # all but the last entries are past the hour the table keeps
