@@ -189,15 +189,21 @@ def merge_times(spark: Any, path: str) -> list[float]:
     return [float(r["operationMetrics"].get("executionTimeMs", "nan")) for r in history.collect()]
 
 
-def hand_written(spark: Any, events: str, out: Path, rows: int, batches: int) -> Result:
-    """Seeds 001/003's streaming MERGE, written for the same semantics as deltaflow's auto CDC."""
+def hand_written(spark: Any, events: str, out: Path, rows: int, batches: int, **properties: str) -> Result:
+    """Seeds 001/003's streaming MERGE, written for the same semantics as deltaflow's auto CDC.
+
+    ``properties``: the target's table properties (``growth.py`` turns deletion vectors on with them).
+    """
     from delta.tables import DeltaTable
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
     target = str(out / "accounts")
     source = spark.read.format("delta").load(events)
-    DeltaTable.createIfNotExists(spark).location(target).addColumns(source.drop("op").schema).execute()
+    create = DeltaTable.createIfNotExists(spark).location(target).addColumns(source.drop("op").schema)
+    for key, value in properties.items():
+        create = create.property(key, value)
+    create.execute()
     app_id = f"cdc-bench-hand-written-{out.name}"
     columns = {c: f"s.{c}" for c in COLUMNS}
 

@@ -7,9 +7,9 @@ each against its hand-written job in the same session:
 * ``cdc``: for each target size (``--small`` and ``--large`` rows) an events table as ``cdc_merge.py``
   writes it (commit 0: the initial state; then ``--batches`` commits of ``--changes`` changed keys each,
   about 1 % deletes and 1 % new keys), and both of ``cdc_merge.py``'s contestants over it, one micro-batch
-  per commit: deltaflow's auto CDC flow, the same flow into a target with deletion vectors
-  (``deltaflow-dv``) and the hand-written foreachBatch MERGE. Batch 0 (the initial load) is not counted;
-  the targets are checked equal to each other and to the state the events imply.
+  per commit: deltaflow's auto CDC flow and the hand-written foreachBatch MERGE, each also into a target
+  with deletion vectors (``deltaflow-dv``, ``hand-written-dv``). Batch 0 (the initial load) is not
+  counted; the targets are checked equal to each other and to the state the events imply.
 * ``gold``: for each silver size, ``view_state.py``'s contestants (the example's gold as shipped, its
   state bounded by a 10-minute lateness, against the exact job by hand with the same watermark, update
   mode and MERGE, on RocksDB) over a silver table of that many clicks in one hour (one user per row, so
@@ -50,14 +50,22 @@ from deltaflow.runtime.session import build_session
 from growth_log import log_part
 from results import Figure, machine_line, save, versions_line
 
+DELETION_VECTORS = {"delta.enableDeletionVectors": "true"}
+
 
 def deltaflow_deletion_vectors(spark: Any, events: str, out: Path, rows: int, batches: int) -> Result:
     """deltaflow's auto CDC flow into a target with deletion vectors: a MERGE marks the rows it replaces."""
-    return deltaflow_job(spark, events, out, rows, batches, **{"delta.enableDeletionVectors": "true"})
+    return deltaflow_job(spark, events, out, rows, batches, **DELETION_VECTORS)
 
 
+def hand_written_deletion_vectors(spark: Any, events: str, out: Path, rows: int, batches: int) -> Result:
+    """The hand-written MERGE into a target with deletion vectors."""
+    return hand_written(spark, events, out, rows, batches, **DELETION_VECTORS)
+
+
+#: Each deltaflow contestant against the hand-written job with the same target (the growth figures' notes).
 CONTESTANTS = {"hand-written": hand_written, "deltaflow": deltaflow_job,
-               "deltaflow-dv": deltaflow_deletion_vectors}
+               "hand-written-dv": hand_written_deletion_vectors, "deltaflow-dv": deltaflow_deletion_vectors}
 
 
 def run_size(spark: Any, root: Path, rows: int, changes: int, batches: int, rounds: int,
@@ -78,7 +86,7 @@ def run_size(spark: Any, root: Path, rows: int, changes: int, batches: int, roun
                   + ", ".join(f"{ms / 1000:.2f}" for ms in result.millis)
                   + f"; MERGE alone {statistics.median(result.merge_millis) / 1000:.2f} s")
         outs = {who: root / f"{who}-{round_}" for who in CONTESTANTS}
-        targets = [str(out / "accounts") if who == "hand-written"
+        targets = [str(out / "accounts") if who.startswith("hand-written")
                    else Pipeline.load(out).layout.table("accounts") for who, out in outs.items()]
         if {fingerprint(spark.read.format("delta").load(path)) for path in targets} != {expected}:
             print(f"  round {round_ + 1}: the targets differ from the state expected from the events")
@@ -109,18 +117,20 @@ def cdc_part(spark: Any, tmp: Path, args: argparse.Namespace) -> list[Figure] | 
     medians = {who: {rows: statistics.median(median_batch(sizes[rows][who])) for rows in sizes}
                for who in CONTESTANTS}
     print_growth("auto CDC batch", medians, args)
-    hand = medians["hand-written"]
-    note = (f"hand-written foreachBatch MERGE: {hand[args.small]:.2f} s into {args.small:,} rows, "
-            f"{hand[args.large]:.2f} s into {args.large:,} ({growth(hand, args):.2f}×)")
 
     def figure(who: str, what: str) -> Figure:
-        return Figure(f"auto CDC batch of {args.changes:,} changes, {args.large:,}-row target{what}", "s",
+        hand = medians[who.replace("deltaflow", "hand-written")]
+        note = (f"{what or 'no deletion vectors'}: hand-written foreachBatch MERGE {hand[args.small]:.2f} s "
+                f"into {args.small:,} rows, {hand[args.large]:.2f} s into {args.large:,} "
+                f"({growth(hand, args):.2f}×)")
+        return Figure(f"auto CDC batch of {args.changes:,} changes, {args.large:,}-row target"
+                      + (f", {what}" if what else ""), "s",
                       median_batch(sizes[args.large][who]), median_batch(sizes[args.small][who]),
                       f"{who}, the same batch into a {args.small:,}-row target", higher_is_better=False,
                       target=1 / 1.3, note=note,
                       target_text=f"≤ 1.3× the batch into a target {args.large // args.small}× smaller")
 
-    return [figure("deltaflow", ""), figure("deltaflow-dv", ", deletion vectors on the target")]
+    return [figure("deltaflow", ""), figure("deltaflow-dv", "deletion vectors on the target")]
 
 
 def gold_part(spark: Any, tmp: Path, args: argparse.Namespace) -> Figure:
@@ -223,7 +233,8 @@ def main() -> None:
     print(f"\ntotal time {time.monotonic() - began:.0f} s")
     notes = {
         "cdc": f"{args.changes:,} changed keys per batch (about 1 % deletes, 1 % new keys), "
-               "deltaflow-dv: the same flow, its target created with delta.enableDeletionVectors; "
+               "deltaflow-dv and hand-written-dv: the same jobs, their targets created with "
+               "delta.enableDeletionVectors; "
                f"{args.batches} counted batches per round, medians of {args.rounds} rounds after a warm-up "
                "round; both targets equal to the state expected from the events in every round.",
         "gold": f"{args.steps} steps of {args.step_rows:,} clicks after each contestant's first batch over "
