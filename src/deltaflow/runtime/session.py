@@ -32,6 +32,7 @@ from deltaflow.errors import ConfigError, DeltaflowError
 from deltaflow.runtime import class_archive
 from deltaflow.runtime.jars import driver_class_path, home, jars
 from deltaflow.runtime.jvm_names import java_class, known_roots
+from deltaflow.runtime.py4j_sockets import no_delay
 from deltaflow.storage.s3 import hadoop_conf
 
 if TYPE_CHECKING:
@@ -295,6 +296,7 @@ def build_session(spec: Spec | None = None, extra: dict[str, str] | None = None,
         builder = builder.config(key, value)
     with jvm_output(os.environ.get("DELTAFLOW_SPARK_LOG")):
         spark = builder.getOrCreate()
+    no_delay()
     known_roots(spark)
     keep_jvm_from_sigterm(spark)
     if spec is not None and spec.s3 is not None:  # a session that was running keeps its Hadoop settings

@@ -31,6 +31,7 @@ Example:
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -188,6 +189,7 @@ class Tombstones:
         if copyable and deleted is not None:
             metrics.append(F.collect_list(F.when(deleted, F.struct(*columns))).alias(_GATHERED))
         observed = source.observe(seen, *metrics) if metrics else source
+        got = functools.cache(lambda: seen.get)  # each get carries the whole row from the JVM again
 
         def pending(done: DataFrame) -> Pending:
             assert deleted is not None, "no deletes were watched"
@@ -197,11 +199,11 @@ class Tombstones:
             from pyspark.sql.pandas.types import to_arrow_schema
 
             now = datetime.now(UTC)
-            rows = [{**row.asDict(recursive=True), DELETED_AT: now} for row in seen.get[_GATHERED]]
+            rows = [{**row.asDict(recursive=True), DELETED_AT: now} for row in got()[_GATHERED]]
             copy = pa.Table.from_pylist(rows, schema=to_arrow_schema(schema, timezone="UTC"))
             return Pending(lambda: done.sparkSession.createDataFrame(copy, schema=schema), copy)
 
-        return Watched(observed, pending, lambda: {k: v for k, v in seen.get.items() if k != _GATHERED}
+        return Watched(observed, pending, lambda: {k: v for k, v in got().items() if k != _GATHERED}
                        if metrics else {})
 
     def record(self, pending: Pending, batch_id: int) -> None:
