@@ -32,7 +32,7 @@ from deltaflow.errors import ConfigError, DeltaflowError
 from deltaflow.runtime import class_archive
 from deltaflow.runtime.jars import driver_class_path, home, jars
 from deltaflow.runtime.jvm_names import java_class, known_roots
-from deltaflow.runtime.py4j_sockets import no_delay
+from deltaflow.runtime.jvm_sockets import no_delay
 from deltaflow.storage.s3 import hadoop_conf
 
 if TYPE_CHECKING:

@@ -13,7 +13,7 @@ ones (py4j 0.10.9.9 does not say which one a callback runs on), so their answers
 wait; that is why an auto CDC batch reads its observed metrics once (:meth:`Tombstones.watch`).
 
 Example:
-    >>> from deltaflow.runtime.py4j_sockets import no_delay
+    >>> from deltaflow.runtime.jvm_sockets import no_delay
     >>> no_delay()  # doctest: +SKIP
 
 """
