@@ -13,6 +13,7 @@ from dataclasses import replace
 from typing import Any
 
 from deltaflow.runtime.event_log import REFRESH_KEY, EventLog, batch_event, with_input_rows
+from deltaflow.runtime.jvm_sockets import no_delay
 
 
 def event_log_listener(log: EventLog, on_progress: Callable[[dict[str, Any]], None] | None = None,
@@ -86,6 +87,7 @@ class _JsonEvents:
         pass
 
     def onQueryProgress(self, jevent: Any) -> None:
+        no_delay()  # a progress with observed metrics can be tens of KB
         self.listener.onQueryProgress(jevent.progress().json())
 
     def onQueryIdle(self, jevent: Any) -> None:

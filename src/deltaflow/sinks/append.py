@@ -18,6 +18,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from deltaflow.faults import crash_point
+from deltaflow.runtime.jvm_sockets import no_delay
 from deltaflow.sinks.txn_append import append_once
 
 if TYPE_CHECKING:
@@ -42,6 +43,7 @@ def start_append(
     query_id: list[str] = []
 
     def append(batch: DataFrame, batch_id: int) -> None:
+        no_delay()
         if not query_id:  # in the checkpoint once the query has started; Delta's sink stamps it too
             query_id.append(layout.query_id(checkpoint))
         if not append_once(batch, path, app_id=query_id[0], batch_id=batch_id, partition_cols=partition_cols):

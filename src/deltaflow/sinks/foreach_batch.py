@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 
 from deltaflow.faults import crash_point
 from deltaflow.runtime.checkpoints import unfinished_batch
+from deltaflow.runtime.jvm_sockets import no_delay
 from deltaflow.sinks.conflicts import retry_conflicts
 from deltaflow.sinks.idempotent import flow_app_id, idempotent_writes
 
@@ -46,6 +47,7 @@ def start_foreach_batch(
     replay = unfinished_batch(layout.fs, checkpoint)
 
     def on_batch(batch: DataFrame, batch_id: int) -> None:
+        no_delay()
         if not app_id:
             app_id.append(flow_app_id(layout, checkpoint))
         with read_if_replayed(batch, batch_id == replay) as read, \

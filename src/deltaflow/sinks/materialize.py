@@ -32,6 +32,7 @@ from deltaflow.commands.history import log_history
 from deltaflow.errors import SinkError
 from deltaflow.faults import crash_point
 from deltaflow.runtime.checkpoints import unfinished_batch
+from deltaflow.runtime.jvm_sockets import no_delay
 from deltaflow.sinks.conflicts import retry_conflicts
 from deltaflow.sinks.idempotent import flow_app_id, idempotent_writes
 from deltaflow.sinks.incremental import IncrementalRefresh
@@ -155,6 +156,7 @@ class MaterializedView:
         return driver
 
     def _each_batch(self, batch: DataFrame, batch_id: int) -> None:
+        no_delay()
         self._on_batch(batch, batch_id)
         crash_point(f"after_commit:{self.name}")
 
