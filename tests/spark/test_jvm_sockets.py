@@ -75,6 +75,7 @@ def test_every_callback_of_a_run_answers_without_nagle(spark, make_project) -> N
     pipeline.finish(threading.Event())
 
     opened = {port: s for port, s in callback_connections().items() if port not in before}
-    # one stream per flow (bronze's append, auto CDC, the view, the sink) and the listener bus
-    assert len(opened) >= 5, sorted(opened)
+    # one stream per flow (bronze's append, auto CDC, the view, the sink); the listener bus's thread, and
+    # so its connection, may be older than this run
+    assert len(opened) >= 4, sorted(opened)
     assert all(s.getTcpNoDelay() for s in opened.values()), {p: s.getTcpNoDelay() for p, s in opened.items()}
