@@ -44,6 +44,7 @@ from deltaflow.sinks.cdc_target import (
     target_columns,
 )
 from deltaflow.sinks.merge_source import on_materialized
+from deltaflow.sinks.snapshot_prefetch import prefetch
 from deltaflow.sinks.tombstones import SEQUENCE, Tombstones
 
 if TYPE_CHECKING:
@@ -115,6 +116,7 @@ class AutoCdcWriter:
                 if self.cdc.apply_as_deletes is not None:
                     deletes = events.where(F.col(_OP) == DELETE).select(*self.cdc.keys, _SEQ)
                     self.buried.record(self.buried.collect(deletes), batch_id)
+            prefetch(batch.sparkSession, self.path)  # the next batch's MERGE starts from the state
         except Exception as error:
             if not isinstance(error, _BadEvents) and _GUARD not in str(error):
                 raise
