@@ -23,6 +23,21 @@ if TYPE_CHECKING:
     from deltaflow.storage import StorageLayout
 
 
+#: A project's definitions: ``accounts``, an auto CDC flow over the files dropped in ``landing``.
+AUTO_CDC = """
+import deltaflow as dp
+from pyspark.sql import functions as F
+
+@dp.table
+def changes():
+    return dp.read_files("landing", schema="id INT, seq INT, op STRING")
+
+dp.create_streaming_table("accounts")
+dp.create_auto_cdc_flow(target="accounts", source="changes", keys=["id"], sequence_by="seq",
+                        apply_as_deletes="op = 'DELETE'")
+"""
+
+
 def mark_tier(items: list[Any], folder: Path, marker: str) -> None:
     """Give every test collected under ``folder`` its tier's ``marker`` (markers follow the directory)."""
     import pytest

@@ -9,19 +9,9 @@ from deltaflow.pipeline import Pipeline
 from deltaflow.runtime import jvm_sockets
 from deltaflow.runtime.jvm_sockets import no_delay, this_threads_socket
 from deltaflow.spec import load_spec
+from helpers import AUTO_CDC
 
-CALLBACKS = """
-import deltaflow as dp
-from pyspark.sql import functions as F
-
-@dp.table
-def changes():
-    return dp.read_files("landing", schema="id INT, seq INT, op STRING")
-
-dp.create_streaming_table("accounts")
-dp.create_auto_cdc_flow(target="accounts", source="changes", keys=["id"], sequence_by="seq",
-                        apply_as_deletes="op = 'DELETE'")
-
+CALLBACKS = AUTO_CDC + """
 @dp.materialized_view
 def by_op():
     return spark.read.table("changes").groupBy("op").agg(F.count("*").alias("n"))

@@ -11,18 +11,7 @@ import pytest
 from deltaflow.pipeline import Pipeline
 from deltaflow.sinks.snapshot_prefetch import prefetch
 from deltaflow.spec import load_spec
-
-CDC = """
-import deltaflow as dp
-
-@dp.table
-def changes():
-    return dp.read_files("landing", schema="id INT, seq INT, op STRING")
-
-dp.create_streaming_table("accounts")
-dp.create_auto_cdc_flow(target="accounts", source="changes", keys=["id"], sequence_by="seq",
-                        apply_as_deletes="op = 'DELETE'")
-"""
+from helpers import AUTO_CDC
 
 
 def latest_snapshot(spark: Any, path: str) -> Any:
@@ -52,7 +41,7 @@ def test_a_failed_prefetch_is_contained(spark, tmp_path: Path) -> None:  # type:
 
 
 def test_an_auto_cdc_batch_leaves_its_target_computed(spark, make_project) -> None:  # type: ignore[no-untyped-def]
-    project = make_project(CDC)
+    project = make_project(AUTO_CDC)
     project.drop("1.json", [{"id": i, "seq": 1, "op": "UPSERT"} for i in range(5)])
     run = Pipeline(load_spec(project.spec_path), spark=spark).start("available_now")
     run.finish(threading.Event())
