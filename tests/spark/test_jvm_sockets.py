@@ -7,6 +7,7 @@ from typing import Any
 
 from deltaflow.pipeline import Pipeline
 from deltaflow.runtime import jvm_sockets
+from deltaflow.runtime.jvm_names import java_class
 from deltaflow.runtime.jvm_sockets import no_delay, this_threads_socket
 from deltaflow.spec import load_spec
 from helpers import AUTO_CDC
@@ -26,16 +27,12 @@ def to_elsewhere():
 """
 
 
-def callback_connections() -> dict[int, Any]:
+def callback_connections(spark: Any) -> dict[int, Any]:
     """Every connection py4j's JVM opened to call Python and keeps for reuse, by local port."""
-    from pyspark import SparkContext
-
-    gateway = SparkContext._gateway
-    assert gateway is not None
-    pool = gateway.jvm.java.lang.Class.forName("py4j.CallbackClient").getDeclaredField("connections")
+    pool = java_class(spark, "java.lang.Class").forName("py4j.CallbackClient").getDeclaredField("connections")
     pool.setAccessible(True)
     found = {}
-    for listener in gateway.java_gateway_server.getListeners():
+    for listener in spark.sparkContext._gateway.java_gateway_server.getListeners():
         if listener.getClass().getName() == "py4j.PythonClient":
             for connection in pool.get(listener).toArray():
                 if (socket := connection.getSocket()) is not None:
@@ -60,11 +57,11 @@ def test_the_sessions_thread_talks_to_the_jvm_without_nagle(spark) -> None:  # t
 def test_every_callback_of_a_run_answers_without_nagle(spark, make_project) -> None:  # type: ignore[no-untyped-def]
     project = make_project(CALLBACKS)
     project.drop("1.json", [{"id": i, "seq": 1, "op": "UPSERT"} for i in range(5)])
-    before = callback_connections()
+    before = callback_connections(spark)
     pipeline = Pipeline(load_spec(project.spec_path), spark=spark).start("available_now")
     pipeline.finish(threading.Event())
 
-    opened = {port: s for port, s in callback_connections().items() if port not in before}
+    opened = {port: s for port, s in callback_connections(spark).items() if port not in before}
     # one stream per flow (bronze's append, auto CDC, the view, the sink); the listener bus's thread, and
     # so its connection, may be older than this run
     assert len(opened) >= 4, sorted(opened)

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from deltaflow.pipeline import Pipeline
+from deltaflow.runtime.jvm_names import java_class
 from deltaflow.sinks.snapshot_prefetch import prefetch
 from deltaflow.spec import load_spec
 from helpers import AUTO_CDC
@@ -16,7 +17,7 @@ from helpers import AUTO_CDC
 
 def latest_snapshot(spark: Any, path: str) -> Any:
     """The snapshot Delta holds for ``path`` in this JVM, as its last commit or read left it."""
-    log = spark._jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, path)
+    log = java_class(spark, "org.apache.spark.sql.delta.DeltaLog").forTable(spark._jsparkSession, path)
     return log.unsafeVolatileSnapshot()
 
 
