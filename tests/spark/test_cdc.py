@@ -26,6 +26,7 @@ from deltaflow.render import text
 from deltaflow.runtime.run_plan import RunPlan
 from deltaflow.runtime.runner import PipelineRun
 from deltaflow.runtime.session import session_settings
+from deltaflow.sinks import cdc, merge_keys
 from deltaflow.spec import load_spec
 from helpers import Project, cli
 
@@ -205,13 +206,23 @@ dp.create_auto_cdc_flow(target="tracked", source="no_truncates", keys=["id"], se
 
 
 def test_a_target_with_deletion_vectors_is_merged_exactly_once_and_read_without_a_jvm(  # type: ignore[no-untyped-def]
-        spark, make_project, capsys) -> None:
+        spark, make_project, capsys, monkeypatch) -> None:
     """Deletion vectors on for every new table, as a session may set them: MERGE marks rows instead of
     rewriting files, deltalake's query engine and change feed read the target, and the tombstone log,
-    which deltalake appends to, stays without them."""
+    which deltalake appends to, stays without them. The second batch and its replay are small beside the
+    target, so their MERGE reads only the target rows whose key hash the batch has (a wrong filter would
+    turn updates into inserts: a key twice)."""
     project = make_project(CUSTOMERS.split("\ndp.create_streaming_table(\"customers_history\")")[0])
     events = customer_changes(300, 1100, seed=5, delete_share=0.2)  # the last 100 leave most rows as they are
     seen: list[dict[str, Any]] = []
+    filtered: list[bool] = []
+
+    def condition(*args: Any, **kwargs: Any) -> Any:
+        filtered.append(not isinstance(made := merge_keys.merge_condition(*args, **kwargs), str))
+        return made
+
+    monkeypatch.setattr(merge_keys, "BYTES_PER_KEY", 1)  # the first batch meets an empty target
+    monkeypatch.setattr(cdc, "merge_condition", condition)
     every_new_table = {"spark.databricks.delta.properties.defaults.enableDeletionVectors": "true"}
     with session_settings(spark, every_new_table):
         for i, part in enumerate((events[:1000], events[1000:])):
@@ -220,6 +231,7 @@ def test_a_target_with_deletion_vectors_is_merged_exactly_once_and_read_without_
             seen += part
             expected = sorted(scd1(seen, "customer_id", COLUMNS).values(), key=lambda r: r["customer_id"])
             assert sorted(rows(project, "customers", COLUMNS), key=lambda r: r["customer_id"]) == expected
+        assert filtered == [False, True]
         target = DeltaTable(project.table("customers"))
         assert "deletionVectors" in (target.protocol().reader_features or [])
         assert target.deletion_vectors().read_all().num_rows > 0  # rows marked, their files kept
@@ -232,6 +244,7 @@ def test_a_target_with_deletion_vectors_is_merged_exactly_once_and_read_without_
         forget_last_commit(project.checkpoint("customers", "customers"))
         run(spark, project)
         assert (versions(project, "customers"), rows(project, "customers")) == before
+        assert filtered == [False, True, True]
 
     # `deltaflow changes` (no JVM) reads the change feed of the target, and replaying it gives the table.
     def changes(*args: str) -> subprocess.CompletedProcess[str]:

@@ -40,9 +40,11 @@ from deltaflow.sinks.cdc_target import (
     END_AT,
     START_AT,
     cdc_of,
+    sequence_of,
     sequence_type,
     target_columns,
 )
+from deltaflow.sinks.merge_keys import merge_condition
 from deltaflow.sinks.merge_source import on_materialized
 from deltaflow.sinks.snapshot_prefetch import prefetch
 from deltaflow.sinks.tombstones import SEQUENCE, Tombstones
@@ -230,7 +232,8 @@ class AutoCdcWriter:
 
         latest = self._latest(events, truncates)
         deleting = self.cdc.apply_as_deletes is not None
-        checks = {"suspects": F.count_if(F.col(self._seq).isNull() | self._keyless(F.col(_OP)))}
+        checks = {"suspects": F.count_if(F.col(self._seq).isNull() | self._keyless(F.col(_OP))),
+                  "rows": F.count(F.lit(1))}
         late = self.buried.may_bury(self._seq)
         if late is None:
             latest = self._unburied(latest)
@@ -246,7 +249,7 @@ class AutoCdcWriter:
             deletes = watched.pending(source) if deleting else None
             if metrics.get("late"):  # deterministic: both passes of the MERGE see the same rows
                 source = self._unburied(source)
-            self._merge_latest(source, truncates)
+            self._merge_latest(source, truncates, metrics["rows"])
             if deletes is not None:
                 self.buried.record(deletes, batch_id)
 
@@ -307,16 +310,18 @@ class AutoCdcWriter:
 
         return F.expr(f"{self._keys_match('w', 'b')} AND w.`{self._seq}` <= b.{SEQUENCE}")
 
-    def _merge_latest(self, source: DataFrame, truncates: int) -> None:
+    def _merge_latest(self, source: DataFrame, truncates: int, rows: int) -> None:
         from delta.tables import DeltaTable
 
-        newer = f"s.`{self._seq}` > {self._sequence_of('t')}" + (" OR true" if truncates else "")
+        newer = f"s.`{self._seq}` > {sequence_of(self.cdc, 't')}" + (" OR true" if truncates else "")
         value: dict[str, str | Column] = {c: f"s.`{c}`" for c in self.kept}
         if self.cdc.ignore_null_updates:
             value.update({c: f"CASE WHEN s.{_FRESH} THEN s.`{c}` ELSE coalesce(s.`{c}`, t.`{c}`) END"
                           for c in self._values})
+        on = merge_condition(source, self.path, self.cdc.keys, self._keys_match("t", "s"),
+                             rows=0 if truncates else rows)  # a truncate's MERGE reads every row
         merge = (DeltaTable.forPath(source.sparkSession, self.path).alias("t")
-                 .merge(source.alias("s"), self._keys_match("t", "s"))
+                 .merge(source.alias("s"), on)
                  .whenMatchedDelete(condition=f"s.{_OP} = '{DELETE}' AND ({newer})")
                  .whenMatchedUpdate(condition=f"s.{_OP} = '{UPSERT}' AND ({newer})", set=value)
                  .whenNotMatchedInsert(condition=f"s.{_OP} = '{UPSERT}'",
@@ -324,13 +329,6 @@ class AutoCdcWriter:
         if truncates:
             merge = merge.whenNotMatchedBySourceDelete()
         merge.execute()
-
-    def _sequence_of(self, alias: str) -> str:
-        columns = [f"{alias}.`{c}`" for c in self.cdc.sequence_by]
-        if len(columns) == 1:
-            return columns[0]
-        return "named_struct(" + ", ".join(f"'{c}', {a}" for c, a in zip(self.cdc.sequence_by, columns,
-                                                                             strict=True)) + ")"
 
     # -- SCD type 2 ---------------------------------------------------------------------------------------
 

@@ -26,6 +26,21 @@ TOMBSTONE_RETENTION = "pipelines.cdc.tombstoneGCThresholdInSeconds"
 DEFAULT_TOMBSTONE_SECONDS = 2 * 24 * 3600
 
 
+def sequence_of(cdc: AutoCdc, alias: str) -> str:
+    """A row's sequence as SQL, ``alias`` naming its table: the column, or a struct of the columns.
+
+    Example:
+        >>> sequence_of(cdc, "t")  # doctest: +SKIP
+        't.`seq`'
+
+    """
+    columns = [f"{alias}.`{c}`" for c in cdc.sequence_by]
+    if len(columns) == 1:
+        return columns[0]
+    pairs = (f"'{c}', {a}" for c, a in zip(cdc.sequence_by, columns, strict=True))
+    return "named_struct(" + ", ".join(pairs) + ")"
+
+
 def tombstone_retention(flow: Flow, properties: Mapping[str, str]) -> int:
     """Seconds a tombstone is kept: the target's ``pipelines.cdc.tombstoneGCThresholdInSeconds``.
 
