@@ -120,7 +120,8 @@ def cdc_part(spark: Any, tmp: Path, args: argparse.Namespace) -> list[Figure] | 
 
     def figure(who: str, what: str) -> Figure:
         hand = medians[who.replace("deltaflow", "hand-written")]
-        note = (f"{what or 'no deletion vectors'}: hand-written foreachBatch MERGE {hand[args.small]:.2f} s "
+        note = ("" if what else "no deletion vectors: ") + (
+                f"hand-written foreachBatch MERGE {hand[args.small]:.2f} s "
                 f"into {args.small:,} rows, {hand[args.large]:.2f} s into {args.large:,} "
                 f"({growth(hand, args):.2f}×)")
         return Figure(f"auto CDC batch of {args.changes:,} changes, {args.large:,}-row target"

@@ -11,8 +11,8 @@ same rows, whatever a hash collision lets through.
 
 The hashes are gathered in the JVM (a job over the MERGE's computed source) and the filter is evaluated
 on every target row in both of Delta's passes, so it pays only when the target is much larger than the
-batch (measured with 10,000 changed keys, `docs/benchmarks.md` § growth.py: 0.7× Delta's MERGE time into
-10M rows, 1.15× into 1M). Without deletion vectors it cannot help: the MERGE copies every row of the
+batch (measured with 10,000 changed keys, `docs/benchmarks.md` § growth.py: 0.77× Delta's MERGE time
+into 10M rows, 1.15× into 1M). Without deletion vectors it cannot help: the MERGE copies every row of the
 files it touches, so the join keeps them all.
 
 Example:
@@ -31,10 +31,11 @@ from deltaflow.runtime.jvm_names import java_class
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
 
-#: The target's bytes per batch key from which the filter pays: between 1M and 3M rows of about 40 bytes
-#: for 10,000 keys in the measurement (0.7-0.8× Delta's MERGE time at 3M and 10M rows, 1.15× at 1M).
+#: The target's bytes per batch key from which the filter is added. Measured with 10,000 keys and 25 MB
+#: per million rows: 1.15× Delta's MERGE time at 1M rows (2.5 KiB per key), 0.91× at 3M, 0.77× at 10M.
 BYTES_PER_KEY = 8 * 1024
-#: The most keys a filter lists (the condition holds them all, in the plans of both passes).
+#: The most keys a filter lists (the condition holds them all, in the plans of both passes; measured with
+#: 10,000 only).
 MAX_KEYS = 200_000
 
 
