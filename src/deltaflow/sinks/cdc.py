@@ -232,8 +232,7 @@ class AutoCdcWriter:
 
         latest = self._latest(events, truncates)
         deleting = self.cdc.apply_as_deletes is not None
-        checks = {"suspects": F.count_if(F.col(self._seq).isNull() | self._keyless(F.col(_OP))),
-                  "rows": F.count(F.lit(1))}
+        checks = {"suspects": F.count_if(F.col(self._seq).isNull() | self._keyless(F.col(_OP)))}
         late = self.buried.may_bury(self._seq)
         if late is None:
             latest = self._unburied(latest)
@@ -249,7 +248,7 @@ class AutoCdcWriter:
             deletes = watched.pending(source) if deleting else None
             if metrics.get("late"):  # deterministic: both passes of the MERGE see the same rows
                 source = self._unburied(source)
-            self._merge_latest(source, truncates, metrics["rows"])
+            self._merge_latest(source, truncates)
             if deletes is not None:
                 self.buried.record(deletes, batch_id)
 
@@ -310,7 +309,7 @@ class AutoCdcWriter:
 
         return F.expr(f"{self._keys_match('w', 'b')} AND w.`{self._seq}` <= b.{SEQUENCE}")
 
-    def _merge_latest(self, source: DataFrame, truncates: int, rows: int) -> None:
+    def _merge_latest(self, source: DataFrame, truncates: int) -> None:
         from delta.tables import DeltaTable
 
         newer = f"s.`{self._seq}` > {sequence_of(self.cdc, 't')}" + (" OR true" if truncates else "")
@@ -318,8 +317,8 @@ class AutoCdcWriter:
         if self.cdc.ignore_null_updates:
             value.update({c: f"CASE WHEN s.{_FRESH} THEN s.`{c}` ELSE coalesce(s.`{c}`, t.`{c}`) END"
                           for c in self._values})
-        on = merge_condition(source, self.path, self.cdc.keys, self._keys_match("t", "s"),
-                             rows=0 if truncates else rows)  # a truncate's MERGE reads every row
+        match = self._keys_match("t", "s")  # a truncate's MERGE reads every row anyway: no key filter
+        on = match if truncates else merge_condition(source, self.path, self.cdc.keys, match)
         merge = (DeltaTable.forPath(source.sparkSession, self.path).alias("t")
                  .merge(source.alias("s"), on)
                  .whenMatchedDelete(condition=f"s.{_OP} = '{DELETE}' AND ({newer})")

@@ -13,10 +13,11 @@ The hashes are gathered in the JVM (a job over the MERGE's computed source) and 
 on every target row in both of Delta's passes, so it pays only when the target is much larger than the
 batch (measured with 10,000 changed keys, `docs/benchmarks.md` § growth.py: 0.77× Delta's MERGE time
 into 10M rows, 1.15× into 1M). Without deletion vectors it cannot help: the MERGE copies every row of the
-files it touches, so the join keeps them all.
+files it touches, so the join keeps them all. A batch with more keys than the target's size allows costs
+one small job (its hashes, up to the limit).
 
 Example:
-    >>> condition = merge_condition(source, path, ["id"], "t.id = s.id", rows=10_000)  # doctest: +SKIP
+    >>> condition = merge_condition(source, path, ["id"], "t.id = s.id")  # doctest: +SKIP
     >>> DeltaTable.forPath(spark, path).alias("t").merge(source.alias("s"), condition)  # doctest: +SKIP
 
 """
@@ -39,35 +40,36 @@ BYTES_PER_KEY = 8 * 1024
 MAX_KEYS = 200_000
 
 
-def merge_condition(source: DataFrame, path: str, keys: Sequence[str], match: str, rows: int) -> str | Column:
+def merge_condition(source: DataFrame, path: str, keys: Sequence[str], match: str) -> str | Column:
     """The MERGE's condition: ``match``, and the batch's key hashes when the target is large enough.
 
     Args:
-        source: The MERGE's computed source (aliased ``s``; the target is ``t``).
+        source: The MERGE's computed source (aliased ``s``; the target is ``t``), one row per key.
         path: The target Delta table.
         keys: The key columns.
         match: The keys' match (``t.k = s.k AND ...``).
-        rows: The source's rows.
 
     """
     from pyspark.sql import functions as F
     from pyspark.sql.classic.column import Column as FromJvm
 
-    if not 0 < rows <= MAX_KEYS or not _large_with_deletion_vectors(source, path, rows):
+    most = min(MAX_KEYS, _bytes_with_deletion_vectors(source, path) // BYTES_PER_KEY)
+    if most == 0:
         return match
     spark = source.sparkSession
-    hashed = source.select(F.xxhash64(*[F.col(f"`{k}`") for k in keys]))._jdf
+    hashed = source.select(F.xxhash64(*[F.col(f"`{k}`") for k in keys])).limit(most + 1)._jdf
     hashes = getattr(hashed, "as")(java_class(spark, "org.apache.spark.sql.Encoders").LONG()).collectAsList()
+    if hashes.size() > most:  # too many keys for the target's size
+        return match
     target = F.xxhash64(*[F.col(f"t.`{k}`") for k in keys])
     in_batch = FromJvm(target._jc.isInCollection(hashes))  # type: ignore[operator]  # pyspark's stubs
     return F.expr(match) & in_batch
 
 
-def _large_with_deletion_vectors(source: DataFrame, path: str, rows: int) -> bool:
-    """Whether the target's latest known snapshot has deletion vectors and is large for ``rows`` keys."""
+def _bytes_with_deletion_vectors(source: DataFrame, path: str) -> int:
+    """The size of the target's latest known snapshot if it has deletion vectors, else 0."""
     spark = source.sparkSession
     log = java_class(spark, "org.apache.spark.sql.delta.DeltaLog").forTable(spark._jsparkSession, path)
     snapshot = log.unsafeVolatileSnapshot()  # the one the prefetch computed; no log read
     enabled = snapshot.metadata().configuration().get("delta.enableDeletionVectors")
-    return bool(enabled.isDefined() and enabled.get() == "true"
-                and snapshot.sizeInBytes() >= BYTES_PER_KEY * rows)
+    return int(snapshot.sizeInBytes()) if enabled.isDefined() and enabled.get() == "true" else 0
