@@ -120,10 +120,9 @@ def cdc_part(spark: Any, tmp: Path, args: argparse.Namespace) -> list[Figure] | 
 
     def figure(who: str, what: str) -> Figure:
         hand = medians[who.replace("deltaflow", "hand-written")]
-        note = ("" if what else "no deletion vectors: ") + (
-                f"hand-written foreachBatch MERGE {hand[args.small]:.2f} s "
-                f"into {args.small:,} rows, {hand[args.large]:.2f} s into {args.large:,} "
-                f"({growth(hand, args):.2f}×)")
+        note = (("" if what else "no deletion vectors: ")
+                + f"hand-written foreachBatch MERGE {hand[args.small]:.2f} s into {args.small:,} rows, "
+                + f"{hand[args.large]:.2f} s into {args.large:,} ({growth(hand, args):.2f}×)")
         return Figure(f"auto CDC batch of {args.changes:,} changes, {args.large:,}-row target"
                       + (f", {what}" if what else ""), "s",
                       median_batch(sizes[args.large][who]), median_batch(sizes[args.small][who]),

@@ -4,32 +4,24 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from deltaflow.pipeline import Pipeline
-from deltaflow.runtime.jvm_names import java_class
-from deltaflow.sinks.snapshot_prefetch import prefetch
+from deltaflow.sinks.snapshot_prefetch import loaded_snapshot, prefetch
 from deltaflow.spec import load_spec
 from helpers import AUTO_CDC
-
-
-def latest_snapshot(spark: Any, path: str) -> Any:
-    """The snapshot Delta holds for ``path`` in this JVM, as its last commit or read left it."""
-    log = java_class(spark, "org.apache.spark.sql.delta.DeltaLog").forTable(spark._jsparkSession, path)
-    return log.unsafeVolatileSnapshot()
 
 
 def test_prefetch_computes_the_snapshot_a_commit_left(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     path = str(tmp_path / "table")
     spark.range(10).write.format("delta").save(path)
     spark.range(5).write.format("delta").mode("append").save(path)
-    before = latest_snapshot(spark, path)
+    before = loaded_snapshot(spark, path)
     assert before.version() == 1 and not before.stateReconstructionTriggered()
 
     prefetch(spark, path).result(timeout=120)
-    after = latest_snapshot(spark, path)
+    after = loaded_snapshot(spark, path)
     assert after.version() == 1 and after.stateReconstructionTriggered()
 
 
@@ -50,5 +42,5 @@ def test_an_auto_cdc_batch_leaves_its_target_computed(spark, make_project) -> No
     other = str(project.root / "other")
     spark.range(1).write.format("delta").save(other)
     prefetch(spark, other).result(timeout=120)  # one thread, oldest request first: the target's is done
-    target = latest_snapshot(spark, project.layout.table("accounts"))
+    target = loaded_snapshot(spark, project.layout.table("accounts"))
     assert target.version() == 1 and target.stateReconstructionTriggered()

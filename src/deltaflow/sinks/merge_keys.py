@@ -28,6 +28,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from deltaflow.runtime.jvm_names import java_class
+from deltaflow.sinks.snapshot_prefetch import loaded_snapshot
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
@@ -68,8 +69,6 @@ def merge_condition(source: DataFrame, path: str, keys: Sequence[str], match: st
 
 def _bytes_with_deletion_vectors(source: DataFrame, path: str) -> int:
     """The size of the target's latest known snapshot if it has deletion vectors, else 0."""
-    spark = source.sparkSession
-    log = java_class(spark, "org.apache.spark.sql.delta.DeltaLog").forTable(spark._jsparkSession, path)
-    snapshot = log.unsafeVolatileSnapshot()  # the one the prefetch computed; no log read
+    snapshot = loaded_snapshot(source.sparkSession, path)  # the one the prefetch computed
     enabled = snapshot.metadata().configuration().get("delta.enableDeletionVectors")
     return int(snapshot.sizeInBytes()) if enabled.isDefined() and enabled.get() == "true" else 0

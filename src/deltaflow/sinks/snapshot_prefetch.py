@@ -25,7 +25,9 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from concurrent.futures import Future
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+from deltaflow.runtime.jvm_names import java_class
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -77,3 +79,18 @@ def prefetch(session: SparkSession, path: str) -> Future[None]:
 
     """
     return _PREFETCHER.ask(session, path)
+
+
+def loaded_snapshot(session: SparkSession, path: str) -> Any:
+    """The snapshot this JVM last loaded for the Delta table at ``path`` (a commit, a read, a prefetch).
+
+    No log read when the table was read or written here before (a JVM object: ``version()``,
+    ``metadata()``, ``sizeInBytes()``, ...).
+
+    Example:
+        >>> loaded_snapshot(spark, path).version()  # doctest: +SKIP
+        3
+
+    """
+    log = java_class(session, "org.apache.spark.sql.delta.DeltaLog").forTable(session._jsparkSession, path)
+    return log.unsafeVolatileSnapshot()
