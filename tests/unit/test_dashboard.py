@@ -192,6 +192,18 @@ def test_the_server_is_read_only_on_loopback_keeps_to_its_folder_and_shows_no_se
         server.stop()
 
 
+def test_a_page_left_open_does_not_hold_the_server_up(shop: tuple[Dashboard, StorageLayout]) -> None:
+    """A browser keeps its event stream open: the server still stops (uvicorn waits for open responses)."""
+    from deltaflow.ui.app import UiServer
+
+    board, layout = shop
+    server = UiServer(board.spec, layout, port=0).start()
+    with urllib.request.urlopen(server.url + "api/events") as stream:
+        assert stream.readline().startswith(b"data: {")  # the stream is open, its first state sent
+        server.stop()
+        assert not server._thread.is_alive(), "the server was still serving the open stream"
+
+
 def test_ten_thousand_batches_make_one_state(tmp_path: Path) -> None:
     """The figures stay exact at 10,000 batches (the latency is measured by benchmarks/ui_latency.py)."""
     from deltaflow.dev.sample_log import write_batches

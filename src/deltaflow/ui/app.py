@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -50,8 +50,8 @@ def _json(state: dict[str, Any]) -> str:
     return json.dumps(state, default=str, separators=(",", ":"))
 
 
-def create_app(board: Dashboard) -> Starlette:
-    """The Starlette app serving ``board``'s pipeline."""
+def create_app(board: Dashboard, stopping: Callable[[], bool] = lambda: False) -> Starlette:
+    """The Starlette app serving ``board``'s pipeline; its event streams end once ``stopping()``."""
     from starlette.applications import Starlette
     from starlette.concurrency import run_in_threadpool
     from starlette.responses import FileResponse, Response, StreamingResponse
@@ -73,7 +73,8 @@ def create_app(board: Dashboard) -> Starlette:
     async def events(request: Request) -> Response:
         async def stream() -> AsyncIterator[str]:
             sent, quiet = None, 0.0
-            while not await request.is_disconnected():
+            # a stream ends with the server: uvicorn's stop waits for every open response to finish
+            while not stopping() and not await request.is_disconnected():
                 snapshot = await run_in_threadpool(board.state)
                 changed = {k: v for k, v in snapshot.items() if k != "generated_at"} != sent
                 if changed or quiet >= HEARTBEAT_SECONDS:
@@ -108,8 +109,9 @@ class UiServer:
 
         self.board = Dashboard(spec, layout)
         self.host = host
-        config = uvicorn.Config(create_app(self.board), host=host, port=port, log_level="warning",
-                                access_log=False, lifespan="off")
+        app = create_app(self.board, lambda: self.server.should_exit)
+        config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False,
+                                lifespan="off")
         self.server = uvicorn.Server(config)
         self._thread = threading.Thread(target=self.server.run, name="deltaflow-ui", daemon=True)
 
