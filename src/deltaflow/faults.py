@@ -2,7 +2,9 @@
 
 Off unless ``$DELTAFLOW_CRASH_AT`` names a point, as ``<point>`` or ``<point>@<n>`` (the n-th time this
 process reaches it; default the first). The process group (Python driver and Spark JVM) is then killed at
-once, as a power cut would. The points:
+once, as a power cut would. Several points, comma-separated, kill it once every one is reached: a thread
+that reaches one waits there for the others, so several flows die with a batch in flight (a compaction's
+point cannot wait, its job goes on: name it alone). The points:
 
 =================================  ======================================================================
 ``after_commit:<flow>``            a foreach-batch flow (auto CDC, foreach-batch sink, quarantine split,
@@ -40,13 +42,31 @@ if TYPE_CHECKING:
 
 ENV = "DELTAFLOW_CRASH_AT"
 _hits: Counter[str] = Counter()
+_reached: set[str] = set()
+#: How long a point reached waits for the others it was named with.
+WAIT_SECONDS = 300
 _lock = threading.Lock()
 
 
 def crash_point(point: str) -> None:
-    """SIGKILL this process group here when ``$DELTAFLOW_CRASH_AT`` names ``point`` (see the module)."""
-    if _due(point):
-        _kill(point)
+    """SIGKILL this process group here when ``$DELTAFLOW_CRASH_AT`` names ``point`` (see the module).
+
+    With other points named, this thread waits here until they are reached too (at most
+    :data:`WAIT_SECONDS`; then the group dies anyway, the points not reached named on stderr).
+    """
+    if not _due(point):
+        return
+    with _lock:
+        _reached.add(point)
+        waiting = ", ".join(sorted(set(_named()) - _reached))
+    if waiting:
+        sys.stderr.write(f"deltaflow: crash point {point} reached: waiting for {waiting}\n")
+        sys.stderr.flush()
+        threading.Event().wait(WAIT_SECONDS)  # the last point reached kills the group, this thread with it
+        with _lock:
+            waiting = ", ".join(sorted(set(_named()) - _reached))
+        sys.stderr.write(f"deltaflow: crash points not reached in {WAIT_SECONDS} s: {waiting}\n")
+    _kill(point)
 
 
 @contextmanager
@@ -86,16 +106,19 @@ def crash_while_jobs_run(point: str, spark: SparkSession) -> Iterator[None]:
         watcher.join()
 
 
+def _named() -> dict[str, int]:
+    """The points ``$DELTAFLOW_CRASH_AT`` names, each with the time it is due (1: the first)."""
+    named = (part.strip().partition("@") for part in os.environ.get(ENV, "").split(","))
+    return {name: int(nth or 1) for name, _, nth in named if name}
+
+
 def _due(point: str) -> bool:
-    wanted = os.environ.get(ENV)
-    if not wanted:
-        return False
-    name, _, nth = wanted.partition("@")
-    if name != point:
+    nth = _named().get(point)
+    if nth is None:
         return False
     with _lock:
         _hits[point] += 1
-        return _hits[point] == int(nth or 1)
+        return _hits[point] == nth
 
 
 def _kill(point: str) -> None:

@@ -4,12 +4,13 @@ One pipeline has a flow of every sink kind with deltaflow code between its commi
 a quarantine split, auto CDC SCD 1 and 2, a foreach-batch sink, a materialized view by window (with a
 lateness and a distinct count: its state in deltaflow's `FirstSeen`) and a full
 one). Each round drops a new file and runs
-``deltaflow run --refresh <its dataset>`` in a process of its own with ``$DELTAFLOW_CRASH_AT`` naming the
-next point: the process group dies right after that flow's batch committed its Delta writes and before
-Spark's checkpoint recorded the batch. A killed flow replays that batch at its next run (a later round's,
-when it reads the flow, else the last run, in this process), with the files dropped since left for the
-batches after it; Delta must skip what it already holds. A clean run over the same files, never killed,
-gives the reference.
+``deltaflow run --refresh <its datasets>`` in a process of its own with ``$DELTAFLOW_CRASH_AT`` naming the
+round's points: the process group dies right after those flows' batches committed their Delta writes and
+before Spark's checkpoint recorded them (bronze, then silver, then the five flows that read silver
+together, each waiting at its point for the others). A killed flow replays that batch at its next run (a
+later round's, when it reads the flow, else the last run, in this process), with the files dropped since
+left for the batches after it; Delta must skip what it already holds. A clean run over the same files,
+never killed, gives the reference.
 
 Then upkeep is killed: a compaction while its Spark job writes (files no version names), right after
 another one's commit (the flows reading that table not past it yet), and a VACUUM between two tables. The
@@ -21,6 +22,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -73,8 +75,12 @@ def per_customer():
     return spark.read.table("silver").groupBy("customer").agg(F.count("id").alias("orders"),
                                                                F.max("seq").alias("last_seq"))
 """
-#: The flows killed, one per round, in order: each a sink kind.
-POINTS = ["bronze", "silver", "customers", "customers_history", "to_copies", "hourly", "per_customer"]
+#: The flows killed, each a sink kind, one process per round: the flows a round names die with their
+#: batches in flight together.
+ROUNDS = [["bronze"], ["silver"], ["customers", "customers_history", "to_copies", "hourly", "per_customer"]]
+POINTS = [flow for flows in ROUNDS for flow in flows]
+#: The files dropped before the last run: those after the rounds' wait for the replayed batches.
+FILES = 7
 #: Columns that differ between any two runs (when a row was written), left out of the comparison.
 VOLATILE = {"ingested_at", "quarantined_at", "batch_id", "source_file", "flow"}
 TABLES = ["bronze", "silver", "silver_quarantine", "customers", "customers_history", "hourly",
@@ -98,13 +104,13 @@ def project(tmp_path: Path, name: str) -> Project:
     return Project(tmp_path / name, DEFS.format(copies=str(copies)))
 
 
-def crash(project: Project, point: str, *argv: str) -> None:
-    """Run ``deltaflow ARGV`` in a process of its own with ``point`` armed; it must die there."""
+def crash(project: Project, points: list[str], *argv: str) -> None:
+    """Run ``deltaflow ARGV`` in a process of its own with ``points`` armed; it must die at all of them."""
     run = subprocess.run([sys.executable, "-m", "deltaflow", *argv, "--spec", str(project.spec_path)],
-                         env={**cli_env(), "DELTAFLOW_CRASH_AT": point}, capture_output=True, text=True,
-                         timeout=600, start_new_session=True)
-    assert run.returncode == -9, f"{point}: {run.stderr[-3000:]}"
-    assert f"crash point {point} reached" in run.stderr
+                         env={**cli_env(), "DELTAFLOW_CRASH_AT": ",".join(points)}, capture_output=True,
+                         text=True, timeout=600, start_new_session=True)
+    assert run.returncode == -9, f"{points}: {run.stderr[-3000:]}"
+    assert all(f"crash point {point} reached" in run.stderr for point in points), run.stderr[-3000:]
 
 
 def operations(project: Project, table: str) -> list[str]:
@@ -136,21 +142,29 @@ def current_files(project: Project, table: str) -> set[str]:
 def test_each_crash_point_recovers_to_a_clean_runs_tables(  # type: ignore[no-untyped-def]
         spark, tmp_path: Path, capsys) -> None:
     killed, clean = project(tmp_path, "killed"), project(tmp_path, "clean")
-    for round_no, flow in enumerate(POINTS):
+    # the clean runs go on in this process while killed ones run in theirs (a run leaves a core partly idle)
+    reference = ThreadPoolExecutor(1, thread_name_prefix="clean-run")
+    for file_no in range(FILES):
+        clean.drop(f"{file_no}.json", orders(file_no))
+    clean_run = reference.submit(clean.run, spark)
+    for round_no, flows in enumerate(ROUNDS):
         killed.drop(f"{round_no}.json", orders(round_no))
-        clean.drop(f"{round_no}.json", orders(round_no))
-        dataset = "copies" if flow == "to_copies" else flow
-        # only the flow to kill and those it reads: a shorter run to the point
-        crash(killed, f"after_commit:{flow}", "run", "--available-now", "--refresh", dataset)
-        assert in_flight(killed.checkpoint(dataset, flow)), f"{flow}: its batch was recorded before the kill"
+        datasets = ["copies" if flow == "to_copies" else flow for flow in flows]
+        # only the flows to kill and those they read: a shorter run to the points
+        crash(killed, [f"after_commit:{flow}" for flow in flows], "run", "--available-now", "--refresh",
+              ",".join(datasets))
+        for flow, dataset in zip(flows, datasets, strict=True):
+            assert in_flight(killed.checkpoint(dataset, flow)), f"{flow}: its batch recorded before the kill"
+    for file_no in range(len(ROUNDS), FILES):
+        killed.drop(f"{file_no}.json", orders(file_no))
+    assert {o.state for o in clean_run.result()} == {"completed"}
     final = cli(capsys, "run", "--spec", str(killed.spec_path), "--available-now")
     assert final.returncode == 0, final.stderr[-3000:]
-    assert cli(capsys, "run", "--spec", str(clean.spec_path), "--available-now").returncode == 0
 
     for table in TABLES:
         assert rows(killed.table(table)) == rows(clean.table(table)), table
     assert rows(str(tmp_path / "killed-copies")) == rows(str(tmp_path / "clean-copies"))
-    every = {f"r{n}-{i}" for n in range(len(POINTS)) for i in range(40)}
+    every = {f"r{n}-{i}" for n in range(FILES) for i in range(40)}
     landed = {row["id"] for row in killed.rows("bronze")}
     assert landed == every and len(killed.rows("bronze")) == len(every)  # nothing lost, nothing twice
     # the event log has each flow's rows once: a killed batch's when it ran again (its writes skipped unread)
@@ -159,26 +173,29 @@ def test_each_crash_point_recovers_to_a_clean_runs_tables(  # type: ignore[no-un
 
     # killed during a full refresh, right after the rebuilt rows replaced the table's: the next run, asked
     # nothing, finds the refresh's record and does it again
-    crash(killed, "refresh_swapped:customers_history", "run", "--available-now", "--full-refresh",
+    crash(killed, ["refresh_swapped:customers_history"], "run", "--available-now", "--full-refresh",
           "customers_history")
     assert killed.layout.fs.exists(killed.layout.refresh_record("customers_history"))
     again = cli(capsys, "run", "--spec", str(killed.spec_path), "--available-now")
     assert again.returncode == 0 and "customers_history: full refresh" in again.stderr, again.stderr[-3000:]
     assert not killed.layout.fs.exists(killed.layout.refresh_record("customers_history"))
     assert rows(killed.table("customers_history")) == rows(clean.table("customers_history"))
+    next_round, last_round = FILES, FILES + 1
 
     # upkeep: `optimize silver bronze` compacts silver (committed, no flow has read past it yet), then is
     # killed while bronze's compaction writes: no commit, perhaps files no version names
-    crash(killed, "compacting:bronze", "optimize", "silver", "bronze")
+    crash(killed, ["compacting:bronze"], "optimize", "silver", "bronze")
     assert operations(killed, "silver")[0] == "OPTIMIZE" and "OPTIMIZE" not in operations(killed, "bronze")
     orphans = unnamed_files(killed, "bronze")
-    next_round, last_round = len(POINTS), len(POINTS) + 1
     killed.drop(f"{next_round}.json", orders(next_round))
-    clean.drop(f"{next_round}.json", orders(next_round))
     assert cli(capsys, "run", "--spec", str(killed.spec_path), "--available-now").returncode == 0
     # VACUUM killed between two tables (in the pipeline's order): bronze's files no version names and
     # silver's compacted-away files are gone, customers, after them, still has its replaced files
-    crash(killed, "vacuumed:silver", "vacuum", "--retain", "0s", "--stopped")
+    for file_no in (next_round, last_round):  # the clean run takes the killed one's last two rounds at once
+        clean.drop(f"{file_no}.json", orders(file_no))
+    clean_run = reference.submit(clean.run, spark)
+    crash(killed, ["vacuumed:silver"], "vacuum", "--retain", "0s", "--stopped")
+    assert {o.state for o in clean_run.result()} == {"completed"}  # one run in this process at a time
     assert on_disk(killed, "bronze") == current_files(killed, "bronze") and orphans.isdisjoint(
         on_disk(killed, "bronze"))
     assert on_disk(killed, "silver") == current_files(killed, "silver")
@@ -186,9 +203,8 @@ def test_each_crash_point_recovers_to_a_clean_runs_tables(  # type: ignore[no-un
     vacuum = cli(capsys, "vacuum", "--spec", str(killed.spec_path), "--retain", "0s", "--stopped")
     assert vacuum.returncode == 0, vacuum.stderr[-3000:]
 
-    for each in (killed, clean):  # the clean run takes both rounds at once
-        each.drop(f"{last_round}.json", orders(last_round))
-        assert cli(capsys, "run", "--spec", str(each.spec_path), "--available-now").returncode == 0
+    killed.drop(f"{last_round}.json", orders(last_round))
+    assert cli(capsys, "run", "--spec", str(killed.spec_path), "--available-now").returncode == 0
     for table in TABLES:
         assert rows(killed.table(table)) == rows(clean.table(table)), table
     every = {f"r{n}-{i}" for n in range(last_round + 1) for i in range(40)}
