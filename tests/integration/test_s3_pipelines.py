@@ -14,6 +14,7 @@ import textwrap
 import time
 import uuid
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -78,25 +79,27 @@ def test_an_example_on_the_cluster_and_s3_gives_the_tables_it_gives_locally(
 
     monkeypatch.setenv("DELTAFLOW_STORAGE", str(tmp_path / "storage"))
     local = Pipeline.load(EXAMPLES / example, spark=spark)
-    assert {o.state for o in local.run("available_now")} == {"completed"}
-
     monkeypatch.setenv("DELTAFLOW_STORAGE", s3_root)
     monkeypatch.setenv("DELTAFLOW_SPARK_MASTER", spark_master)
     s3 = Pipeline.load(EXAMPLES / example).layout
-    assert s3.root == s3_root
+    assert s3.root == s3_root and local.layout.root != s3_root
     log = tmp_path / "cluster-run.log"
     proc = start_run(EXAMPLES / example, "available-now", log)
-    try:
-        if example == "customers_cdc":
-            first = s3.checkpoint("customers", "customers", 0).path
-            wait_for(lambda: [n for n in s3.fs.list(f"{first}/commits") if n.isdigit()], 300,
-                     "a committed customers batch", proc, log, every=0.1)
-            spark_cluster.kill_worker(0)  # batches of the other flows are running or about to
-            assert "worker-0" not in spark_cluster.status().pids  # no later stop signals its pid
-        assert proc.wait(timeout=600) == 0, log.read_text()[-3000:]
-    finally:
-        if proc.poll() is None:
-            kill_group(proc)
+    # the local run goes on in this process meanwhile (the cluster's run leaves a core partly idle)
+    with ThreadPoolExecutor(1) as here:
+        local_run = here.submit(local.run, "available_now")
+        try:
+            if example == "customers_cdc":
+                first = s3.checkpoint("customers", "customers", 0).path
+                wait_for(lambda: [n for n in s3.fs.list(f"{first}/commits") if n.isdigit()], 300,
+                         "a committed customers batch", proc, log, every=0.1)
+                spark_cluster.kill_worker(0)  # batches of the other flows are running or about to
+                assert "worker-0" not in spark_cluster.status().pids  # no later stop signals its pid
+            assert proc.wait(timeout=600) == 0, log.read_text()[-3000:]
+        finally:
+            if proc.poll() is None:
+                kill_group(proc)
+        assert {o.state for o in local_run.result()} == {"completed"}
 
     def cluster_apps() -> set[str]:  # the master lists an application as completed once it sees it end
         with urllib.request.urlopen(f"{spark_cluster.ui}/json/") as answer:
