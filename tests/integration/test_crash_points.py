@@ -142,10 +142,11 @@ def current_files(project: Project, table: str) -> set[str]:
 
 
 def test_each_crash_point_recovers_to_a_clean_runs_tables(  # type: ignore[no-untyped-def]
-        spark, tmp_path: Path, capsys) -> None:
+        spark, tmp_path: Path, capsys, request) -> None:
     killed, clean = project(tmp_path, "killed"), project(tmp_path, "clean")
     # the clean runs go on in this process while killed ones run in theirs (a run leaves a core partly idle)
     reference = ThreadPoolExecutor(1, thread_name_prefix="clean-run")
+    request.addfinalizer(reference.shutdown)  # a failed test's clean run ends before the next test
     for file_no in range(FILES):
         clean.drop(f"{file_no}.json", orders(file_no))
     clean_run = reference.submit(clean.run, spark)
