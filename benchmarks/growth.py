@@ -1,7 +1,7 @@
 """How a micro-batch's cost grows with the data already there: the same batch into a larger table.
 
 Issue 39 asks that a batch of the same size cost at most 1.3× as much when what it lands in is ten times
-larger (a hundred times for the log: 10k against 1M files). Three parts (``--parts``, default all),
+larger (a hundred times for the log: 10k against 1M files). Four parts (``--parts``, default all),
 each against its hand-written job in the same session:
 
 * ``cdc``: for each target size (``--small`` and ``--large`` rows) an events table as ``cdc_merge.py``
@@ -10,6 +10,9 @@ each against its hand-written job in the same session:
   per commit: deltaflow's auto CDC flow and the hand-written foreachBatch MERGE, each also into a target
   with deletion vectors (``deltaflow-dv``, ``hand-written-dv``). Batch 0 (the initial load) is not
   counted; the targets are checked equal to each other and to the state the events imply.
+* ``scd2``: the same events into an SCD type 2 history (:mod:`growth_scd2`): deltaflow's auto CDC flow
+  with ``stored_as_scd_type=2`` against the SCD type 2 MERGE of Delta's documentation, each also with
+  deletion vectors on its target; every history checked against the others' and the events' state.
 * ``gold``: for each silver size, ``view_state.py``'s contestants (the example's gold as shipped, its
   state bounded by a 10-minute lateness, against the exact job by hand with the same watermark, update
   mode and MERGE, on RocksDB) over a silver table of that many clicks in one hour (one user per row, so
@@ -22,7 +25,7 @@ each against its hand-written job in the same session:
 A warm-up round on a small table runs first and is discarded; the contestants' order alternates. Figures:
 the median counted batch per contestant and size, and the growth from the small size to the large one.
 
-    .venv/bin/python benchmarks/growth.py [--parts cdc,gold,log] [--small 1000000] [--large 10000000]
+    .venv/bin/python benchmarks/growth.py [--parts cdc,scd2,gold,log] [--small 1000000] [--large 10000000]
                                           [--changes 10000] [--batches 4] [--rounds 2] [--steps 8]
 """
 
@@ -48,6 +51,7 @@ from cdc_merge import (
 from deltaflow.pipeline import Pipeline
 from deltaflow.runtime.session import build_session
 from growth_log import log_part
+from growth_scd2 import scd2_part
 from results import Figure, machine_line, save, versions_line
 
 DELETION_VECTORS = {"delta.enableDeletionVectors": "true"}
@@ -187,7 +191,8 @@ def print_growth(what: str, medians: dict[str, dict[int, float]], args: argparse
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--parts", default="cdc,gold,log", help="which of cdc, gold, log (comma-separated)")
+    parser.add_argument("--parts", default="cdc,scd2,gold,log",
+                        help="which of cdc, scd2, gold, log (comma-separated)")
     parser.add_argument("--small", type=int, default=1_000_000, help="rows of the smaller table")
     parser.add_argument("--large", type=int, default=10_000_000, help="rows of the larger table")
     parser.add_argument("--changes", type=int, default=10_000, help="cdc: changed keys per batch")
@@ -223,6 +228,11 @@ def main() -> None:
             if cdc is None:
                 sys.exit(1)
             figures["cdc"] = cdc
+        if "scd2" in parts:
+            scd2 = scd2_part(spark, tmp, args)
+            if scd2 is None:
+                sys.exit(1)
+            figures["scd2"] = scd2
         if "gold" in parts:
             figures["gold"] = [gold_part(spark, tmp, args)]
         if "log" in parts:
@@ -237,6 +247,11 @@ def main() -> None:
                "delta.enableDeletionVectors; "
                f"{args.batches} counted batches per round, medians of {args.rounds} rounds after a warm-up "
                "round; both targets equal to the state expected from the events in every round.",
+        "scd2": f"SCD type 2, {args.changes:,} changed keys per batch (about 1 % deletes, 1 % new keys), "
+                "with and without deletion vectors on the target; "
+                f"{args.batches} counted batches per round, medians of {args.rounds} rounds after a warm-up "
+                "round; every target's versions equal to the others', its current versions to the state "
+                "expected from the events, in every round.",
         "gold": f"{args.steps} steps of {args.step_rows:,} clicks after each contestant's first batch over "
                 f"the silver rows already there, one user per row, {args.products} products, medians; "
                 "gold's state in RocksDB for both (deltaflow's settings for deltaflow, Spark's with "

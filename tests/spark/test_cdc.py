@@ -26,7 +26,7 @@ from deltaflow.render import text
 from deltaflow.runtime.run_plan import RunPlan
 from deltaflow.runtime.runner import PipelineRun
 from deltaflow.runtime.session import session_settings
-from deltaflow.sinks import cdc, merge_keys
+from deltaflow.sinks import cdc, cdc_history, merge_keys
 from deltaflow.spec import load_spec
 from helpers import Project, cli
 
@@ -282,6 +282,40 @@ def test_a_target_with_deletion_vectors_is_merged_exactly_once_and_read_without_
 
 def ev(id: int | None, a: str | None, b: str | None, op: str, s1: int, s2: int = 0) -> dict[str, Any]:
     return {"id": id, "a": a, "b": b, "op": op, "s1": s1, "s2": s2}
+
+
+def test_scd2_into_a_target_with_deletion_vectors_lists_the_key_hashes_and_replays_exactly(  # type: ignore[no-untyped-def]
+        spark, make_project, monkeypatch) -> None:
+    """SCD type 2 into a target with deletion vectors: once the target is there, a batch's MERGE lists the
+    batch's key hashes (forced on this small target), and out-of-order events and deletes still land where
+    the reference model puts them (a wrong filter would leave a stale version open, or add one twice). A
+    batch replayed after its MERGE committed changes nothing."""
+    project = make_project(CUSTOMERS)
+    events = customer_changes(80, 700, seed=17, disorder=40, duplicates=0.05, delete_share=0.15)
+    filtered: list[bool] = []
+
+    def condition(*args: Any, **kwargs: Any) -> Any:
+        filtered.append(not isinstance(made := merge_keys.merge_condition(*args, **kwargs), str))
+        return made
+
+    monkeypatch.setattr(merge_keys, "BYTES_PER_KEY", 1)  # the first batch meets an empty target
+    monkeypatch.setattr(cdc_history, "merge_condition", condition)
+    every_new_table = {"spark.databricks.delta.properties.defaults.enableDeletionVectors": "true"}
+    seen: list[dict[str, Any]] = []
+    with session_settings(spark, every_new_table):
+        for i, part in enumerate((events[:400], events[400:])):
+            project.drop(f"{i}.json", part)
+            run(spark, project)
+            seen += part
+            assert history(project) == scd2(seen, "customer_id", COLUMNS)
+        assert filtered == [False, True]
+        assert DeltaTable(project.table("customers_history")).deletion_vectors().read_all().num_rows > 0
+
+        before = versions(project, "customers_history"), history(project)
+        forget_last_commit(project.checkpoint("customers_history", "history"))
+        run(spark, project)
+        assert (versions(project, "customers_history"), history(project)) == before
+        assert filtered == [False, True, True]
 
 
 def test_cdc_options_nulls_truncates_tracked_history_and_late_inserts(spark, make_project) -> None:  # type: ignore[no-untyped-def]

@@ -10,10 +10,9 @@ SCD type 1 keeps the latest row per key:
   the same or an older sequence arriving later does not bring the row back. Tombstones are dropped after
   the target's ``pipelines.cdc.tombstoneGCThresholdInSeconds`` (default two days).
 
-SCD type 2 keeps every version, bounded by ``__START_AT`` / ``__END_AT``. For the keys a batch touches,
-the history is rebuilt from the stored versions, the tombstones and the new events, in sequence order,
-and the differences are merged in: an out-of-order event lands at its place in history, a delete closes
-the current version.
+SCD type 2 keeps every version, bounded by ``__START_AT`` / ``__END_AT``
+(:mod:`deltaflow.sinks.cdc_history`): an out-of-order event lands at its place in history, a delete
+closes the current version.
 
 The target's MERGE carries the flow's ``txnAppId`` / ``txnVersion``, so a batch replayed after a crash
 changes nothing there (see :mod:`deltaflow.sinks.idempotent`). Its tombstones are written after the MERGE
@@ -35,10 +34,15 @@ from functools import cached_property
 from typing import TYPE_CHECKING
 
 from deltaflow.errors import SinkError
+from deltaflow.sinks.cdc_history import merge_history
 from deltaflow.sinks.cdc_target import (
     DEFAULT_TOMBSTONE_SECONDS,
-    END_AT,
-    START_AT,
+    DELETE,
+    OP,
+    RANK,
+    SEQ,
+    TRUNCATE,
+    UPSERT,
     cdc_of,
     sequence_of,
     sequence_type,
@@ -55,8 +59,7 @@ if TYPE_CHECKING:
 
     from deltaflow.graph import Flow
 
-_SEQ, _OP, _RANK, _FRESH, _SRC = SEQUENCE, "_df_op", "_df_rank", "_df_fresh", "_df_src"
-UPSERT, DELETE, TRUNCATE = "upsert", "delete", "truncate"
+_SEQ, _OP, _RANK, _FRESH = SEQ, OP, RANK, "_df_fresh"
 _GUARD = "deltaflow auto CDC: an event without a"  # raise_error's message in a guarded batch
 
 
@@ -114,7 +117,7 @@ class AutoCdcWriter:
             if self.cdc.scd_type == 1:
                 self._scd1(events, truncates, batch_id)
             else:
-                self._scd2(events)
+                merge_history(events, path=self.path, cdc=self.cdc, kept=self.kept, tombstones=self.buried)
                 if self.cdc.apply_as_deletes is not None:
                     deletes = events.where(F.col(_OP) == DELETE).select(*self.cdc.keys, _SEQ)
                     self.buried.record(self.buried.collect(deletes), batch_id)
@@ -328,63 +331,6 @@ class AutoCdcWriter:
         if truncates:
             merge = merge.whenNotMatchedBySourceDelete()
         merge.execute()
-
-    # -- SCD type 2 ---------------------------------------------------------------------------------------
-
-    def _scd2(self, events: DataFrame) -> None:
-        from delta.tables import DeltaTable
-        from pyspark.sql import Window
-        from pyspark.sql import functions as F
-
-        session = events.sparkSession
-        cdc = self.cdc
-        columns = [*self.kept, _SEQ, _OP, _RANK, _SRC]
-        events = events.withColumn(_SRC, F.lit(1))
-        target = session.read.format("delta").load(self.path)
-        touched = events.select(*cdc.keys).distinct().alias("k")
-        stored = target.alias("t").join(touched, F.expr(self._keys_match("t", "k")), "left_semi")
-        stored_versions = stored.select(*self.kept, F.col(START_AT).alias(_SEQ), F.lit(UPSERT).alias(_OP),
-                                        F.lit(0).alias(_RANK), F.lit(0).alias(_SRC))
-        tombs = self.buried.rows(session).alias("t")
-        deletes = tombs.join(touched, F.expr(self._keys_match("t", "k")), "left_semi").select(
-            *[F.col(k) for k in cdc.keys],
-            *[F.lit(None).cast(target.schema[c].dataType).alias(c) for c in self._values],
-            F.col(_SEQ), F.lit(DELETE).alias(_OP), F.lit(1).alias(_RANK), F.lit(0).alias(_SRC))
-        history = events.select(*columns).unionByName(stored_versions).unionByName(deletes)
-        once = Window.partitionBy(*cdc.keys, _SEQ).orderBy(F.col(_SRC).desc(), F.col(_RANK).desc())
-        history = history.withColumn("_df_n", F.row_number().over(once)).where("_df_n = 1")
-        in_order = Window.partitionBy(*cdc.keys).orderBy(_SEQ)
-        starts = F.col(_OP) == UPSERT
-        if cdc.track_history_column_list is not None:
-            previous_op = F.lag(_OP).over(in_order)
-            changed = F.lit(False)
-            for column in cdc.track_history_column_list:
-                changed = changed | ~F.col(column).eqNullSafe(F.lag(column).over(in_order))
-            starts = starts & (previous_op.isNull() | (previous_op == DELETE) | changed)
-        boundary = (F.col(_OP) == DELETE) | starts
-        history = history.withColumn("_df_head", boundary).withColumn(
-            "_df_group", F.sum(F.col("_df_head").cast("int")).over(
-                in_order.rowsBetween(Window.unboundedPreceding, Window.currentRow)))
-        group = (Window.partitionBy(*cdc.keys, "_df_group").orderBy(_SEQ)
-                 .rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing))
-        for column in self._values:  # a version holds the last values of its events (in-place updates)
-            last = F.last(column, ignorenulls=cdc.ignore_null_updates)
-            history = history.withColumn(column, last.over(group))
-        heads = history.where("_df_head").withColumn(END_AT, F.lead(_SEQ).over(in_order))
-        versions = heads.where(F.col(_OP) == UPSERT).select(*self.kept, F.col(_SEQ).alias(START_AT), END_AT)
-        start_matches = self._keys_match("t", "s") + f" AND t.`{START_AT}` = s.`{START_AT}`"
-        stale = stored.alias("t").join(versions.alias("s"), F.expr(start_matches), "left_anti")
-        changes = (versions.withColumn(_OP, F.lit(UPSERT))
-                   .unionByName(stale.select(*self.kept, START_AT, END_AT).withColumn(_OP, F.lit(DELETE))))
-        same = " AND ".join(f"t.`{c}` <=> s.`{c}`" for c in [*self._values, END_AT])
-        (DeltaTable.forPath(session, self.path).alias("t")
-         .merge(changes.alias("s"), start_matches)
-         .whenMatchedDelete(condition=f"s.{_OP} = '{DELETE}'")
-         .whenMatchedUpdate(condition=f"s.{_OP} = '{UPSERT}' AND NOT ({same})",
-                            set={c: f"s.`{c}`" for c in [*self.kept, START_AT, END_AT]})
-         .whenNotMatchedInsert(condition=f"s.{_OP} = '{UPSERT}'",
-                               values={c: f"s.`{c}`" for c in [*self.kept, START_AT, END_AT]})
-         .execute())
 
 
 class _BadEvents(Exception):

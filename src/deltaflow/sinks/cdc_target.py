@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from deltaflow.errors import ConfigError, GraphError
+from deltaflow.sinks.tombstones import SEQUENCE
 
 if TYPE_CHECKING:
     from pyspark.sql.types import DataType, StructType
@@ -22,6 +23,10 @@ if TYPE_CHECKING:
     from deltaflow.graph import AutoCdc, Flow
 
 START_AT, END_AT = "__START_AT", "__END_AT"
+# The columns the writer gives each event: its sequence (when not a column of its own), its kind, and its
+# rank among events at one sequence (a delete outranks an upsert).
+SEQ, OP, RANK = SEQUENCE, "_df_op", "_df_rank"
+UPSERT, DELETE, TRUNCATE = "upsert", "delete", "truncate"
 TOMBSTONE_RETENTION = "pipelines.cdc.tombstoneGCThresholdInSeconds"
 DEFAULT_TOMBSTONE_SECONDS = 2 * 24 * 3600
 
