@@ -290,7 +290,9 @@ def test_scd2_into_a_target_with_deletion_vectors_lists_the_key_hashes_and_repla
     batch's key hashes (forced on this small target), and out-of-order events and deletes still land where
     the reference model puts them (a wrong filter would leave a stale version open, or add one twice). A
     batch replayed after its MERGE committed changes nothing."""
-    project = make_project(CUSTOMERS)
+    changes, rest = CUSTOMERS.split('\ndp.create_streaming_table("customers",')
+    scd2_flow = rest[rest.index('dp.create_streaming_table("customers_history")'):].split("\n@dp.table")[0]
+    project = make_project(f"{changes}\n{scd2_flow}")  # the SCD type 2 flow alone
     events = customer_changes(80, 700, seed=17, disorder=40, duplicates=0.05, delete_share=0.15)
     filtered: list[bool] = []
 
