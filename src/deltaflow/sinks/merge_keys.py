@@ -11,10 +11,10 @@ same rows, whatever a hash collision lets through.
 
 The hashes are gathered in the JVM (a job over the MERGE's computed source) and the filter is evaluated
 on every target row in both of Delta's passes, so it pays only when the target is much larger than the
-batch (measured with 10,000 changed keys, `docs/benchmarks.md` § growth.py: 0.77× Delta's MERGE time
-into 10M rows, 1.15× into 1M). Without deletion vectors it cannot help: the MERGE copies every row of the
-files it touches, so the join keeps them all. A batch with more keys than the target's size allows costs
-one small job (its hashes, up to the limit).
+batch and the batch's keys are few (`docs/benchmarks.md` § growth.py: 10,000 keys 0.77× Delta's MERGE
+time into 10M rows, 1.15× into 1M; 30,000 keys into 10M rows 1.3-1.5×). Without deletion vectors it
+cannot help: the MERGE copies every row of the files it touches, so the join keeps them all. A batch with more
+keys than the target's size allows costs one small job (its hashes, up to the limit).
 
 Example:
     >>> condition = merge_condition(source, path, ["id"], "t.id = s.id")  # doctest: +SKIP
@@ -33,12 +33,13 @@ from deltaflow.sinks.snapshot_prefetch import loaded_snapshot
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
 
-#: The target's bytes per batch key from which the filter is added. Measured with 10,000 keys and 25 MB
-#: per million rows: 1.15× Delta's MERGE time at 1M rows (2.5 KiB per key), 0.91× at 3M, 0.77× at 10M.
-BYTES_PER_KEY = 8 * 1024
-#: The most keys a filter lists (the condition holds them all, in the plans of both passes; measured with
-#: 10,000 only).
-MAX_KEYS = 200_000
+#: The target's bytes per batch key from which the filter is added. Measured with 25 MB per million rows,
+#: Delta's MERGE time with the filter against without: 10,000 keys 1.15× at 1M rows (2.5 KiB per key),
+#: 0.91× at 3M, 0.77× at 10M (25 KiB per key); 30,000 keys into 10M rows (8.3 KiB per key), 1.3-1.5×.
+BYTES_PER_KEY = 16 * 1024
+#: The most keys a filter lists. The condition holds them all, in the plans of both passes, and costs with
+#: their number: into 10M rows, 10,100 keys gained, 30,000 cost 1.3-1.5× and 100,000 3.5×.
+MAX_KEYS = 15_000
 
 
 def merge_condition(source: DataFrame, path: str, keys: Sequence[str], match: str) -> str | Column:
