@@ -59,7 +59,7 @@ if TYPE_CHECKING:
 
     from deltaflow.graph import Flow
 
-_SEQ, _OP, _RANK, _FRESH = SEQ, OP, RANK, "_df_fresh"
+_FRESH = "_df_fresh"
 _GUARD = "deltaflow auto CDC: an event without a"  # raise_error's message in a guarded batch
 
 
@@ -110,7 +110,7 @@ class AutoCdcWriter:
         try:
             truncates = 0
             if self.cdc.apply_as_truncates is not None:
-                bad, wipe = self._unordered() | self._keyless(F.col(_OP)), F.col(_OP) == TRUNCATE
+                bad, wipe = self._unordered() | self._keyless(F.col(OP)), F.col(OP) == TRUNCATE
                 truncates, suspects = events.agg(F.count_if(wipe), F.count_if(bad)).head(1)[0]
                 if suspects:
                     raise _BadEvents
@@ -119,7 +119,7 @@ class AutoCdcWriter:
             else:
                 merge_history(events, path=self.path, cdc=self.cdc, kept=self.kept, tombstones=self.buried)
                 if self.cdc.apply_as_deletes is not None:
-                    deletes = events.where(F.col(_OP) == DELETE).select(*self.cdc.keys, _SEQ)
+                    deletes = events.where(F.col(OP) == DELETE).select(*self.cdc.keys, SEQ)
                     self.buried.record(self.buried.collect(deletes), batch_id)
             prefetch(batch.sparkSession, self.path)  # the next batch's MERGE starts from the state
         except Exception as error:
@@ -169,9 +169,9 @@ class AutoCdcWriter:
             for key in cdc.keys:
                 columns[key] = F.when(keyless, F.raise_error(F.lit(f"{_GUARD}: key"))).otherwise(columns[key])
         kept = [column.alias(name) for name, column in columns.items()]
-        if self._seq == _SEQ:
-            kept.append(sequence.alias(_SEQ))
-        return [*kept, op.alias(_OP), F.when(op == DELETE, 1).otherwise(0).alias(_RANK)]
+        if self._seq == SEQ:
+            kept.append(sequence.alias(SEQ))
+        return [*kept, op.alias(OP), F.when(op == DELETE, 1).otherwise(0).alias(RANK)]
 
     @cached_property
     def _seq(self) -> str:
@@ -180,7 +180,7 @@ class AutoCdcWriter:
         Copying the column costs as much as the null checks (0.1 s of 0.8 s for 200,000 events).
         """
         single = len(self.cdc.sequence_by) == 1 and self.cdc.scd_type == 1
-        return self.cdc.sequence_by[0] if single else _SEQ
+        return self.cdc.sequence_by[0] if single else SEQ
 
     def _unordered(self) -> Column:
         from pyspark.sql import functions as F
@@ -202,7 +202,7 @@ class AutoCdcWriter:
         """The error for a batch whose MERGE met an event without a key or sequence: how many of each."""
         from pyspark.sql import functions as F
 
-        row = events.agg(F.count_if(self._unordered()), F.count_if(self._keyless(F.col(_OP)))).first()
+        row = events.agg(F.count_if(self._unordered()), F.count_if(self._keyless(F.col(OP)))).first()
         assert row is not None
         sequence, keys = ", ".join(self.cdc.sequence_by), ", ".join(self.cdc.keys)
         count, what = ((row[0], f"a null sequence_by ({sequence})") if row[0]
@@ -235,13 +235,13 @@ class AutoCdcWriter:
 
         latest = self._latest(events, truncates)
         deleting = self.cdc.apply_as_deletes is not None
-        checks = {"suspects": F.count_if(F.col(self._seq).isNull() | self._keyless(F.col(_OP)))}
+        checks = {"suspects": F.count_if(F.col(self._seq).isNull() | self._keyless(F.col(OP)))}
         late = self.buried.may_bury(self._seq)
         if late is None:
             latest = self._unburied(latest)
         else:
             checks["late"] = F.count_if(late)
-        watched = self.buried.watch(latest, F.col(_OP) == DELETE if deleting else None, self.cdc.keys,
+        watched = self.buried.watch(latest, F.col(OP) == DELETE if deleting else None, self.cdc.keys,
                                     sequence=self._seq, also=checks)
 
         def write(source: DataFrame) -> None:
@@ -268,25 +268,25 @@ class AutoCdcWriter:
         cdc = self.cdc
         fresh = F.lit(truncates > 0)  # the stored row is gone: write the event as it is
         if truncates:  # the events up to the last truncate are void, and every stored row goes
-            last = events.where(F.col(_OP) == TRUNCATE).agg(F.max(self._seq).alias("_df_truncate"))
+            last = events.where(F.col(OP) == TRUNCATE).agg(F.max(self._seq).alias("_df_truncate"))
             events = (events.crossJoin(F.broadcast(last)).where(F.col(self._seq) > F.col("_df_truncate"))
                       .drop("_df_truncate"))
         if cdc.ignore_null_updates:  # an update's nulls take the values of the batch's earlier updates
-            in_order = Window.partitionBy(*cdc.keys).orderBy(self._seq, _RANK)
-            events = events.withColumn("_df_epoch", F.sum(_RANK).over(
+            in_order = Window.partitionBy(*cdc.keys).orderBy(self._seq, RANK)
+            events = events.withColumn("_df_epoch", F.sum(RANK).over(
                 in_order.rowsBetween(Window.unboundedPreceding, Window.currentRow)))
-            segment = (Window.partitionBy(*cdc.keys, "_df_epoch").orderBy(self._seq, _RANK)
+            segment = (Window.partitionBy(*cdc.keys, "_df_epoch").orderBy(self._seq, RANK)
                        .rowsBetween(Window.unboundedPreceding, Window.currentRow))
             for column in self._values:
                 if column == self._seq:  # it orders the segment; an upsert's own is its latest anyway
                     continue
-                events = events.withColumn(column, F.last(F.when(F.col(_OP) == UPSERT, F.col(column)),
+                events = events.withColumn(column, F.last(F.when(F.col(OP) == UPSERT, F.col(column)),
                                                           ignorenulls=True).over(segment))
-            fresh = fresh | ((F.col("_df_epoch") > 0) & (F.col(_OP) == UPSERT))  # deleted earlier in batch
+            fresh = fresh | ((F.col("_df_epoch") > 0) & (F.col(OP) == UPSERT))  # deleted earlier in batch
         winners = events.withColumn("_df_n", self._rank).where("_df_n = 1")
         if cdc.ignore_null_updates:  # the MERGE's source carries only the columns its clauses read
             winners = winners.withColumn(_FRESH, fresh)
-        return winners.drop("_df_n", "_df_epoch", _RANK)
+        return winners.drop("_df_n", "_df_epoch", RANK)
 
     def _unburied(self, winners: DataFrame) -> DataFrame:
         """The winners no tombstone buries."""
@@ -302,7 +302,7 @@ class AutoCdcWriter:
         # A null sequence ranks first, so that the winners' check sees it. At one sequence a delete wins:
         # "delete" sorts before "upsert" (truncates are gone by now), and a string already in the rows costs
         # less than the rank column through the shuffle (30 ms of 0.5 s for 200,000 events).
-        latest = Window.partitionBy(*self.cdc.keys).orderBy(F.col(self._seq).desc_nulls_first(), _OP)
+        latest = Window.partitionBy(*self.cdc.keys).orderBy(F.col(self._seq).desc_nulls_first(), OP)
         return F.row_number().over(latest)
 
     @cached_property
@@ -324,9 +324,9 @@ class AutoCdcWriter:
         on = match if truncates else merge_condition(source, self.path, self.cdc.keys, match)
         merge = (DeltaTable.forPath(source.sparkSession, self.path).alias("t")
                  .merge(source.alias("s"), on)
-                 .whenMatchedDelete(condition=f"s.{_OP} = '{DELETE}' AND ({newer})")
-                 .whenMatchedUpdate(condition=f"s.{_OP} = '{UPSERT}' AND ({newer})", set=value)
-                 .whenNotMatchedInsert(condition=f"s.{_OP} = '{UPSERT}'",
+                 .whenMatchedDelete(condition=f"s.{OP} = '{DELETE}' AND ({newer})")
+                 .whenMatchedUpdate(condition=f"s.{OP} = '{UPSERT}' AND ({newer})", set=value)
+                 .whenNotMatchedInsert(condition=f"s.{OP} = '{UPSERT}'",
                                        values={c: f"s.`{c}`" for c in self.kept}))
         if truncates:
             merge = merge.whenNotMatchedBySourceDelete()
