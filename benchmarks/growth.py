@@ -51,7 +51,7 @@ from cdc_merge import (
 from deltaflow.pipeline import Pipeline
 from deltaflow.runtime.session import build_session
 from growth_log import log_part
-from growth_scd2 import scd2_part
+from growth_scd2 import scd2_part, warm_up
 from results import Figure, machine_line, save, versions_line
 
 DELETION_VECTORS = {"delta.enableDeletionVectors": "true"}
@@ -107,11 +107,7 @@ def median_batch(runs: list[Result]) -> list[float]:
 
 def cdc_part(spark: Any, tmp: Path, args: argparse.Namespace) -> list[Figure] | None:
     """The CDC batch into both target sizes; ``None`` if a target was wrong."""
-    warm = tmp / "cdc-warm-up"
-    write_events(spark, str(warm / "events"), args.small // 10, 2, 1.0, args.seed)
-    for who, job in CONTESTANTS.items():
-        job(spark, str(warm / "events"), warm / who, args.small // 10, 2)
-    print(f"cdc warm-up round ({args.small // 10:,} rows, every contestant): discarded")
+    warm_up(spark, tmp / "cdc-warm-up", CONTESTANTS, args.small // 10, args.seed, "cdc")
     sizes: dict[int, dict[str, list[Result]]] = {}
     for rows in (args.small, args.large):
         runs = run_size(spark, tmp / f"cdc-{rows}", rows, args.changes, args.batches, args.rounds, args.seed)

@@ -149,13 +149,17 @@ def run_size(spark: Any, root: Path, rows: int, args: argparse.Namespace) -> dic
     return medians
 
 
+def warm_up(spark: Any, root: Path, contestants: dict[str, Any], rows: int, seed: int, part: str) -> None:
+    """One discarded round of every contestant over ``rows`` keys and 2 batches (``growth.py``'s parts)."""
+    write_events(spark, str(root / "events"), rows, 2, 1.0, seed)
+    for who, job in contestants.items():
+        job(spark, str(root / "events"), root / who, rows, 2)
+    print(f"{part} warm-up round ({rows:,} rows, every contestant): discarded")
+
+
 def scd2_part(spark: Any, tmp: Path, args: argparse.Namespace) -> list[Figure] | None:
     """The SCD type 2 batch into both history sizes; ``None`` if a target was wrong."""
-    warm = tmp / "scd2-warm-up"
-    write_events(spark, str(warm / "events"), args.small // 10, 2, 1.0, args.seed)
-    for who, job in CONTESTANTS.items():
-        job(spark, str(warm / "events"), warm / who, args.small // 10, 2)
-    print(f"scd2 warm-up round ({args.small // 10:,} rows, every contestant): discarded")
+    warm_up(spark, tmp / "scd2-warm-up", CONTESTANTS, args.small // 10, args.seed, "scd2")
     sizes: dict[int, dict[str, list[float]]] = {}
     for rows in (args.small, args.large):
         print(f"\nSCD type 2, {rows:,}-row history:")

@@ -105,6 +105,23 @@ def forget_last_commit(checkpoint: Path) -> int:
     return last
 
 
+EVERY_NEW_TABLE_DV = {"spark.databricks.delta.properties.defaults.enableDeletionVectors": "true"}
+
+
+def filters_taken(monkeypatch: pytest.MonkeyPatch, module: Any) -> list[bool]:
+    """Whether each MERGE of ``module`` took the key filter, which any target with deletion vectors takes
+    once it holds a row (the list fills as batches run)."""
+    filtered: list[bool] = []
+
+    def condition(*args: Any, **kwargs: Any) -> Any:
+        filtered.append(not isinstance(made := merge_keys.merge_condition(*args, **kwargs), str))
+        return made
+
+    monkeypatch.setattr(merge_keys, "BYTES_PER_KEY", 1)
+    monkeypatch.setattr(module, "merge_condition", condition)
+    return filtered
+
+
 def test_scd1_scd2_and_audit_match_a_reference_model_across_batches(  # type: ignore[no-untyped-def]
         spark, make_project, capsys) -> None:
     project = make_project(CUSTOMERS)
@@ -215,16 +232,8 @@ def test_a_target_with_deletion_vectors_is_merged_exactly_once_and_read_without_
     project = make_project(CUSTOMERS.split("\ndp.create_streaming_table(\"customers_history\")")[0])
     events = customer_changes(300, 1100, seed=5, delete_share=0.2)  # the last 100 leave most rows as they are
     seen: list[dict[str, Any]] = []
-    filtered: list[bool] = []
-
-    def condition(*args: Any, **kwargs: Any) -> Any:
-        filtered.append(not isinstance(made := merge_keys.merge_condition(*args, **kwargs), str))
-        return made
-
-    monkeypatch.setattr(merge_keys, "BYTES_PER_KEY", 1)  # the first batch meets an empty target
-    monkeypatch.setattr(cdc, "merge_condition", condition)
-    every_new_table = {"spark.databricks.delta.properties.defaults.enableDeletionVectors": "true"}
-    with session_settings(spark, every_new_table):
+    filtered = filters_taken(monkeypatch, cdc)
+    with session_settings(spark, EVERY_NEW_TABLE_DV):
         for i, part in enumerate((events[:1000], events[1000:])):
             project.drop(f"{i}.json", part)
             run(spark, project)
@@ -294,17 +303,9 @@ def test_scd2_into_a_target_with_deletion_vectors_lists_the_key_hashes_and_repla
     scd2_flow = rest[rest.index('dp.create_streaming_table("customers_history")'):].split("\n@dp.table")[0]
     project = make_project(f"{changes}\n{scd2_flow}")  # the SCD type 2 flow alone
     events = customer_changes(80, 700, seed=17, disorder=40, duplicates=0.05, delete_share=0.15)
-    filtered: list[bool] = []
-
-    def condition(*args: Any, **kwargs: Any) -> Any:
-        filtered.append(not isinstance(made := merge_keys.merge_condition(*args, **kwargs), str))
-        return made
-
-    monkeypatch.setattr(merge_keys, "BYTES_PER_KEY", 1)  # the first batch meets an empty target
-    monkeypatch.setattr(cdc_history, "merge_condition", condition)
-    every_new_table = {"spark.databricks.delta.properties.defaults.enableDeletionVectors": "true"}
+    filtered = filters_taken(monkeypatch, cdc_history)
     seen: list[dict[str, Any]] = []
-    with session_settings(spark, every_new_table):
+    with session_settings(spark, EVERY_NEW_TABLE_DV):
         for i, part in enumerate((events[:400], events[400:])):
             project.drop(f"{i}.json", part)
             run(spark, project)
