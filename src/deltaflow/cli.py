@@ -95,20 +95,23 @@ def stop_on_signals(at_once: bool = False) -> Iterator[threading.Event]:
     through a run whose JVM would print a stack trace for every query it stops.
     """
     stop = threading.Event()
-    first = 0.0
+    first: float | None = None
 
     def handler(signum: int, frame: FrameType | None) -> None:
         nonlocal first
-        name = signal.Signals(signum).name
-        if stop.is_set() and time.monotonic() - first < SAME_STOP_SECONDS:
+        now, name = time.monotonic(), signal.Signals(signum).name
+        if first is None:
+            # Claimed before any call: a signal that lands inside say() or set() runs this handler
+            # again, and must find the stop already taken (``timeout`` sends two within microseconds).
+            first = now
+            stop.set()
+            say(f"\n{name}: stopping after the current batch (again to stop now)...", err)
             return
-        if stop.is_set():
-            if at_once:
-                _end_now(name)
-            raise KeyboardInterrupt
-        say(f"\n{name}: stopping after the current batch (again to stop now)...", err)
-        first = time.monotonic()
-        stop.set()
+        if now - first < SAME_STOP_SECONDS:
+            return
+        if at_once:
+            _end_now(name)
+        raise KeyboardInterrupt
 
     previous = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
