@@ -82,7 +82,7 @@ def test_accumulating_merge_killed_between_its_commit_and_the_checkpoint_counts_
 
 COLUMNS = ["customer_id", "seq", "name", "email", "tier", "city"]
 #: Runs killed, each once a customers batch of its own began (every other one at a random moment after).
-ROUNDS = 3
+ROUNDS = 4
 
 
 def table(storage: Path, name: str, columns: list[str] | None = None) -> list[dict[str, Any]]:
