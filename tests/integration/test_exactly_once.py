@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from deltalake import DeltaTable
 
+from deltaflow.runtime.scratch import scratch_dir, scratch_root, sweep
 from helpers import Project, batch_ids, cli, cli_env, in_flight, kill_group, wait_for
 
 pytestmark = pytest.mark.slow
@@ -50,6 +51,7 @@ def test_exactly_once_across_repeated_sigkills(  # type: ignore[no-untyped-def]
     checkpoint = project.checkpoint("bronze_events")
     command = [sys.executable, "-m", "deltaflow", "run", "--continuous", "--spec", str(project.spec_path)]
     kills_in_flight = 0
+    scratch_before = set(scratch_root().iterdir())
     for attempt in range(KILLS):
         log = tmp_path / f"run-{attempt}.log"
         # a batch the last kill left in flight is not this run's: it must begin one of its own
@@ -72,6 +74,11 @@ def test_exactly_once_across_repeated_sigkills(  # type: ignore[no-untyped-def]
             kills_in_flight += 1
 
     assert kills_in_flight >= 1, "no kill landed while a batch was being written"
+    # Each run's start swept the scratch folder of the run killed before it, with the temporary files its
+    # JVM left there: only the last killed run's is left, until the next driver starts.
+    left = [f for f in scratch_root().iterdir() if f not in scratch_before and f != scratch_dir()]
+    assert len(left) == 1 and any(p.name.startswith(("blockmgr-", "spark-")) for p in left[0].iterdir()), left
+    assert left[0] in sweep(scratch_root()) and not left[0].exists()
     final = cli(capsys, "run", "--available-now", "--spec", str(project.spec_path))  # in-process: no kill
     assert final.returncode == 0, final.stderr[-3000:]
 

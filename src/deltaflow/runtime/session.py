@@ -33,6 +33,7 @@ from deltaflow.runtime import class_archive
 from deltaflow.runtime.jars import driver_class_path, home, jars
 from deltaflow.runtime.jvm_names import java_class, known_roots
 from deltaflow.runtime.jvm_sockets import no_delay
+from deltaflow.runtime.scratch import with_scratch
 from deltaflow.storage.s3 import hadoop_conf
 
 if TYPE_CHECKING:
@@ -284,6 +285,8 @@ def build_session(spec: Spec | None = None, extra: dict[str, str] | None = None,
         conf.update(spec.spark_conf)
     conf.update(extra or {})
     conf = in_process_local_files(conf)
+    if SparkContext._active_spark_context is None:
+        conf = with_scratch(conf)  # a killed driver's temporary files, swept by the next driver's start
     if conf["spark.master"].startswith("spark://"):
         check_master(conf["spark.master"])
     if SparkContext._active_spark_context is None:
