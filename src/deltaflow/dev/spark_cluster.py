@@ -107,6 +107,9 @@ class LocalSparkCluster:
         spark_home = Path(pyspark.__file__).parent
         env = {**os.environ, "SPARK_HOME": str(spark_home), "SPARK_LOCAL_IP": HOST,
                "PYSPARK_PYTHON": sys.executable, "SPARK_LOG_DIR": str(self.state_dir),
+               # executors' shuffle and state scratch in the cluster's folder, not /tmp: a killed
+               # worker's executor cannot delete its own
+               "SPARK_LOCAL_DIRS": str(self.state_dir / "local"),
                # No REST submission server: it takes a fixed port (6066) that a second cluster would want.
                "SPARK_MASTER_OPTS": "-Dspark.master.rest.enabled=false"}
         if self.java_options is not None:  # executors inherit their worker's environment
@@ -128,7 +131,7 @@ class LocalSparkCluster:
         if state.workers >= self.workers and len(state.pids) == self.workers + 1:
             return self.master
         self.stop()
-        self.state_dir.mkdir(parents=True, exist_ok=True)
+        (self.state_dir / "local").mkdir(parents=True, exist_ok=True)
         procs = {"master": self._spawn("master", "org.apache.spark.deploy.master.Master", "--host", HOST,
                                        "--port", str(self.port), "--webui-port", str(self.ui_port))}
         for i in range(self.workers):
