@@ -285,11 +285,10 @@ def build_session(spec: Spec | None = None, extra: dict[str, str] | None = None,
         conf.update(spec.spark_conf)
     conf.update(extra or {})
     conf = in_process_local_files(conf)
-    if SparkContext._active_spark_context is None:
-        conf = with_scratch(conf)  # a killed driver's temporary files, swept by the next driver's start
     if conf["spark.master"].startswith("spark://"):
         check_master(conf["spark.master"])
     if SparkContext._active_spark_context is None:
+        conf = with_scratch(conf)  # a killed driver's temporary files, swept by the next driver's start
         # pyspark's first JVM call with arguments imports pandas (py4j asks its NumPy converter, which
         # imports pyspark.testing.utils): 0.4-0.5 s on the way to the session. Import it while the JVM boots.
         threading.Thread(target=importlib.import_module, args=("pyspark.testing.utils",), daemon=True,
