@@ -3,8 +3,8 @@
 Spark writes a driver's temporary files under the JVM's ``java.io.tmpdir``: shuffle blocks, the working
 copies of its RocksDB state stores (about 50 MB each here), the files it serves to Python workers. A JVM
 that stops deletes them; one killed (SIGKILL, the OOM killer, a power cut) leaves them behind, and a
-supervisor that restarts a crashing run fills the disk. On this project's test machine the suite's
-SIGKILLed drivers had left 22 GB in ``/tmp`` over a few days.
+supervisor that restarts a crashing run fills the disk (on this project's machine, the killed drivers of
+a few days of test and benchmark runs had left 22 GB in ``/tmp``).
 
 So each driver gets a folder of its own, ``<tempdir>/deltaflow-scratch-<uid>/<pid>-<random>``, with a
 ``.lock`` file its Python process holds (``flock``) for as long as it lives; the kernel lets go of the
