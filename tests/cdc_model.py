@@ -12,6 +12,8 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 Event = Mapping[str, Any]
+#: The columns of ``deltaflow.dev.sample_data.customer_changes`` that the model keeps (not ``op``).
+COLUMNS = ["customer_id", "seq", "name", "email", "tier", "city"]
 
 
 def _by_key(events: Iterable[Event], key: str) -> dict[Any, list[Event]]:

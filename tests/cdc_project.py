@@ -9,22 +9,24 @@ from typing import Any
 
 from deltalake import DeltaTable
 
+from cdc_model import COLUMNS
 from deltaflow.pipeline import Pipeline
 from deltaflow.runtime.run_plan import RunPlan
 from deltaflow.runtime.runner import PipelineRun
 from deltaflow.spec import load_spec
 from helpers import Project
 
-COLUMNS = ["customer_id", "seq", "name", "email", "tier", "city"]
-
-CUSTOMERS = """
+#: The customer changes dropped as JSON files into ``landing``, as the table ``changes``.
+CHANGES = """
 import deltaflow as dp
 
 @dp.table
 def changes():
     return dp.read_files("landing", schema="customer_id STRING, op STRING, seq BIGINT, name STRING, "
                          "email STRING, tier STRING, city STRING, updated_at TIMESTAMP")
+"""
 
+CUSTOMERS = CHANGES + """
 dp.create_streaming_table("customers", table_properties={"delta.enableChangeDataFeed": "true"})
 dp.create_auto_cdc_flow(target="customers", source="changes", keys=["customer_id"], sequence_by="seq",
                         apply_as_deletes="op = 'DELETE'", except_column_list=["op"])

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from deltalake import DeltaTable
 
-from cdc_model import replay, scd1, scd2
+from cdc_model import COLUMNS, replay, scd1, scd2
 from deltaflow.storage import StorageLayout
 from helpers import Project, batch_ids, cli, cli_env, in_flight, kill_group, wait_for
 
@@ -80,7 +80,6 @@ def test_accumulating_merge_killed_between_its_commit_and_the_checkpoint_counts_
     assert state() == (10, 2)
 
 
-COLUMNS = ["customer_id", "seq", "name", "email", "tier", "city"]
 #: Runs killed, each once a customers batch of its own began (every other one at a random moment after).
 ROUNDS = 4
 

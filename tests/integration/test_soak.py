@@ -37,7 +37,7 @@ from typing import Any
 import pytest
 from deltalake import DeltaTable
 
-from cdc_model import replay, scd1, scd2
+from cdc_model import COLUMNS, replay, scd1, scd2
 from helpers import cli, cli_env, kill_group, sustainable_rate
 
 MINUTES = float(os.environ.get("DELTAFLOW_SOAK_MINUTES", "30"))
@@ -52,7 +52,6 @@ CLICKS = int(os.environ.get("DELTAFLOW_SOAK_CLICKS", SUSTAINABLE // 4))
 CHANGES = int(os.environ.get("DELTAFLOW_SOAK_CHANGES", CLICKS // 10))
 KILL_EVERY = max(30.0, min(240.0, MINUTES * 60 / 8))
 ARTIFACTS = Path(os.environ.get("DELTAFLOW_TEST_ARTIFACTS", "test-artifacts"))
-COLUMNS = ["customer_id", "seq", "name", "email", "tier", "city"]
 MAINTENANCE = "maintenance:\n  optimize_every: 25\n  vacuum_every: 180s\n"
 
 

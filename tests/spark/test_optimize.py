@@ -9,19 +9,11 @@ from typing import Any
 
 from deltalake import DeltaTable
 
-from cdc_model import scd1
+from cdc_model import COLUMNS, scd1
+from cdc_project import CHANGES
 from helpers import cli
 
-COLUMNS = ["customer_id", "seq", "name", "email", "tier", "city"]
-
-PIPELINE = """
-import deltaflow as dp
-
-@dp.table
-def changes():
-    return dp.read_files("landing", schema="customer_id STRING, op STRING, seq BIGINT, name STRING, "
-                         "email STRING, tier STRING, city STRING, updated_at TIMESTAMP")
-
+PIPELINE = CHANGES + """
 @dp.table
 def audit():
     return dp.read_stream("changes").select("customer_id", "op", "seq")
