@@ -302,18 +302,26 @@ def test_the_flows_a_caller_holds_stay_put_while_the_run_starts_more(spark, pipe
     held = run.queries  # a caller's thread may iterate it while the run's thread starts gold
     at_start = sorted(held)
     run.finish(threading.Event())
-    # silver is written from bronze's batches (one query); gold waits for them to finish
-    assert at_start == ["bronze", "silver"] and run.queries["silver"] is run.queries["bronze"]
+    # silver (it keeps state: a query of its own) waits for bronze to finish, gold for silver
+    assert at_start == ["bronze"]
     assert sorted(held) == at_start
     assert sorted(run.queries) == ["bronze", "gold", "silver"]
 
 
-def test_refresh_runs_only_what_is_asked_and_what_it_needs(spark, pipeline: Pipeline) -> None:
+def test_refresh_writes_only_the_datasets_it_names(spark, pipeline: Pipeline) -> None:
     pipeline.drop([event("a", "u1", "p1", "2025-05-01T10:00:00Z", 1.0)])
     run = pipeline.run(spark, RunPlan(refresh=frozenset({"silver"})))
-    assert sorted(run.queries) == ["bronze", "silver"]
+    assert sorted(run.queries) == ["silver"]
+    assert pipeline.rows("bronze") == pipeline.rows("silver") == pipeline.rows("gold") == []
+
+    run = pipeline.run(spark, RunPlan(refresh=frozenset({"bronze"})))
+    assert sorted(run.queries) == ["bronze"]
+    assert len(pipeline.rows("bronze")) == 1 and pipeline.rows("silver") == []
+
+    run = pipeline.run(spark, RunPlan(refresh=frozenset({"silver", "gold"})))
+    assert sorted(run.queries) == ["gold", "silver"]
     assert len(pipeline.rows("silver")) == 1
-    assert pipeline.rows("gold") == []  # created (its schema is known) but not computed
+    assert actual_gold(pipeline.rows("gold")) == expected_gold(pipeline.rows("silver"))
 
 
 def test_full_refresh_rebuilds_downstream_atomically(  # type: ignore[no-untyped-def]
@@ -328,8 +336,8 @@ def test_full_refresh_rebuilds_downstream_atomically(  # type: ignore[no-untyped
 
     pipeline.run(spark, RunPlan(full_refresh=frozenset({"silver"})))
 
-    # bronze's query carried silver's (one query); silver rebuilt alone, bronze went on without it
-    assert [layout.current_generation(d, d) for d in ("bronze", "silver", "gold")] == [1, 1, 1]
+    # silver rebuilt, bronze left as it was
+    assert [layout.current_generation(d, d) for d in ("bronze", "silver", "gold")] == [0, 1, 1]
     assert sorted(str(r["id"]) for r in pipeline.rows("silver")) == silver_before
     assert actual_gold(pipeline.rows("gold")) == gold_before
     assert layout.open_table(layout.table("bronze")).version() == bronze_version

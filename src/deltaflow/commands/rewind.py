@@ -59,6 +59,8 @@ class FlowRewind:
         generation: The new generation, holding the checkpoint as of ``batch``.
         batch: The last batch kept (-1: none; the flow starts over).
         tombstones_version: The version its auto CDC tombstone table goes back to (None: none to restore).
+        starts_at: For a flow that was written with its upstream flow's batches (carried), the upstream
+            table and the version the new generation starts reading from (no checkpoint to copy).
 
     """
 
@@ -67,6 +69,7 @@ class FlowRewind:
     generation: int
     batch: int
     tombstones_version: int | None = None
+    starts_at: tuple[str, int | None] | None = None
 
 
 @dataclass(frozen=True)
@@ -99,7 +102,9 @@ class Rewind:
     @classmethod
     def of_json(cls, data: dict[str, Any]) -> Rewind:
         """The rewind :meth:`as_json` gave."""
-        return cls(**{**data, "flows": tuple(FlowRewind(**f) for f in data["flows"])})
+        flows = tuple(FlowRewind(**{**f, "starts_at": tuple(f["starts_at"]) if f.get("starts_at") else None})
+                      for f in data["flows"])
+        return cls(**{**data, "flows": flows})
 
 
 def rewind_table(resolver: Resolver, table: str, version: int | None = None,
@@ -153,6 +158,10 @@ def apply_rewind(spark: SparkSession, layout: StorageLayout, rewind: Rewind,
     for move in rewind.flows:
         target = layout.checkpoint(rewind.table, move.flow, move.generation)
         layout.fs.delete_tree(target.path)
+        if move.starts_at is not None:
+            table, version = move.starts_at
+            layout.fs.write_text(target.starts_at, json.dumps({"table": table, "version": version}))
+            continue
         if move.batch < 0:
             layout.start_generation(rewind.table, move.flow, move.generation)
             continue
@@ -181,8 +190,15 @@ def plan_rewind(resolver: Resolver, table: str, version: int | None, timestamp: 
     flows = []
     for flow in graph.flows_into(table):
         generation = layout.current_generation(table, flow.name)
-        written = [v for v in history if v.flow == flow.name and v.generation == generation]
-        again = [v.batch_id for v in written if v.version > version and v.batch_id is not None]
+        mine = [v for v in history if v.flow == flow.name and v.batch_id is not None]
+        if not any(v.version > version for v in mine):
+            continue
+        carried = _carried_move(layout, table, flow.name, generation, mine, version)
+        if carried is not None:
+            flows.append(carried)
+            continue
+        again = [v.batch_id for v in mine if v.generation == generation and v.version > version
+                 and v.batch_id is not None]
         if again:
             flows.append(FlowRewind(flow.name, generation, generation + 1, min(again) - 1))
     flows = [_with_tombstones(resolver, table, f) for f in flows]
@@ -195,6 +211,26 @@ def plan_rewind(resolver: Resolver, table: str, version: int | None, timestamp: 
     rebuilt = {d: {f.name: layout.current_generation(d, f.name) + 1 for f in graph.flows_into(d)}
                for d in resolver.order() if d in below and graph.datasets[d].runs}
     return Rewind(table, version, history[0].version, tuple(flows), quarantine, rebuilt)
+
+
+def _carried_move(layout: StorageLayout, table: str, flow: str, generation: int, mine: list[TableVersion],
+                  version: int) -> FlowRewind | None:
+    """The move of a flow whose kept batches were written with its carrier's, else None.
+
+    Such a flow keeps no state (:func:`~deltaflow.sinks.carry.carrier_of`), so its whole position is the
+    version of the carrier's table after the carrier's batch that wrote the kept version.
+    """
+    from deltaflow.runtime.carry_plan import position_after_carry
+
+    kept = [v for v in mine if v.version <= version]
+    of = kept[0] if kept else mine[-1]  # (newest first) the batch kept, or else the first one written
+    checkpoint = layout.checkpoint(table, flow, of.generation or 0)
+    carrier = layout.carrier(checkpoint)
+    if carrier is None:
+        return None
+    batch = int(of.batch_id) if kept and of.batch_id is not None else -1
+    start = position_after_carry(layout, checkpoint, carrier, batch)
+    return FlowRewind(flow, checkpoint.generation, generation + 1, batch, starts_at=(carrier.dataset, start))
 
 
 def _same_target(layout: StorageLayout, rewind: Rewind, version: int | None,
@@ -221,13 +257,6 @@ def _check_rewindable(resolver: Resolver, table: str) -> None:
         raise ConfigError(f"'{table}' is a {kind.replace('_', ' ')}, not a streaming table; only those "
                           "are rewound", location="rewind",
                           hint="a materialized view is recomputed from what it reads: rewind those tables")
-    layout = resolver.context.layout
-    for flow in resolver.graph.flows_into(table):
-        carrier = layout.carrier(layout.checkpoint(table, flow.name))
-        if carrier is not None:
-            raise ConfigError(f"'{table}' is written inside flow '{carrier.flow}''s query, which holds its "
-                              f"position; rewind '{carrier.dataset}' instead (it rebuilds '{table}')",
-                              location="rewind")
 
 
 def _target_version(table: str, history: list[TableVersion], version: int | None,
@@ -285,6 +314,14 @@ def _restore_point(layout: StorageLayout, path: str, moves: list[FlowRewind]) ->
 def _check_sources(resolver: Resolver, table: str, move: FlowRewind) -> None:
     """Refuse a move whose Delta sources no longer hold the versions the flow would read again."""
     layout = resolver.context.layout
+    if move.starts_at is not None:
+        upstream, position = move.starts_at
+        if (position is not None and position <= open_table(layout, upstream).version()
+                and commit_time(layout, upstream, position) is None):
+            raise ConfigError(f"flow '{move.flow}' would read '{upstream}' again from version {position}, "
+                              f"which '{upstream}''s log no longer holds", location="rewind",
+                              hint="rewind to a later version, or full-refresh the table")
+        return
     checkpoint = layout.checkpoint(table, move.flow, move.source_generation)
     for name, mode in resolver.flow_stored_inputs(move.flow).items():
         if mode != "stream" or move.batch < 0:

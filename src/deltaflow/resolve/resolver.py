@@ -222,7 +222,17 @@ class Resolver(ResolvedGraph):
         self._check_read(name, what, where, streaming, options)
         if self.kinds[name] == "temporary_view":
             return self._read_view(name, streaming, where)
+        if streaming and reader is not None:
+            options = {**self._starting_version(reader.flow, name), **options}
         return self._read_table(name, streaming, options, changes)
+
+    def _starting_version(self, flow: Flow, table: str) -> dict[str, Any]:
+        """Where a flow that left its carrier starts reading ``table`` (see :mod:`.carry_plan`), if it did."""
+        if self.analyze_only:
+            return {}
+        layout = self.context.layout
+        start = layout.start_of(layout.checkpoint(flow.target, flow.name))
+        return {"startingVersion": start[1]} if start is not None and start[0] == table else {}
 
     def _check_read(self, name: str, what: str, where: str, streaming: bool,
                     options: Mapping[str, Any]) -> None:

@@ -1,14 +1,19 @@
 """Which flows a run carries inside their upstream flow's query (see :mod:`deltaflow.sinks.carry`).
 
+Carrying is how flows are executed, never what they write: every verb treats a carried table as any other.
 A run decides once, before it starts a flow:
 
 * a carrier's checkpoint keeps carrying the flows it records while each still qualifies, with the same
-  trigger, and none is fully refreshed;
-* otherwise the carrier *leaves*: its checkpoint moves to a new generation holding its own sources'
-  offsets alone (:func:`~deltaflow.runtime.checkpoints.copy_own_sources`), and the tables of every flow it
-  carried are fully refreshed, so that each runs alone from then on, its state rebuilt from its input;
+  trigger, and both it and they are part of the run (``--refresh`` names them both, or neither);
+* otherwise the carrier *leaves*: each flow it carried gets a checkpoint generation of its own that starts
+  reading the carrier's table at the version after the carrier's last batch that wrote the flow's table
+  (:func:`position_after_carry`; a carried flow keeps no state, so that is all of its position), and the
+  carrier a new generation holding its own sources' offsets alone
+  (:func:`~deltaflow.runtime.checkpoints.copy_own_sources`). Nothing is rebuilt, nothing lost or twice;
 * a flow that qualifies, whose carrier's checkpoint and its own have no committed batch yet, becomes
   carried (both records are written before the carrier's query starts).
+
+``DELTAFLOW_CARRY=0`` runs every flow in a query of its own (a carrier recorded before leaves, as above).
 
 Example:
     >>> plan = plan_carries(resolver, layout, selected, set(), run.trigger_of)  # doctest: +SKIP
@@ -20,6 +25,7 @@ Example:
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -65,49 +71,95 @@ def recorded_carriers(layout: StorageLayout, graph: PipelineGraph, selected: Col
 
 
 def leaving(resolver: ResolvedGraph, layout: StorageLayout, recorded: dict[str, list[str]],
-            trigger_of: Callable[[str], Trigger]) -> dict[str, list[str]]:
-    """The recorded carriers that cannot go on carrying all their flows, each with the tables to rebuild."""
+            trigger_of: Callable[[str], Trigger], selected: Collection[str]) -> list[str]:
+    """The recorded carriers that cannot go on carrying all their flows in this run.
+
+    A carrier goes on only while every flow it carried still qualifies, has the same trigger, is still
+    carried by its current checkpoint, and is selected exactly when the carrier is.
+    """
     graph = resolver.graph
-    found = {}
+    found = []
     for carrier, flows in recorded.items():
         position = layout.checkpoint(graph.flows[carrier].target, carrier)
+        runs = graph.flows[carrier].target in selected
         stays = [d for d in flows
                  if carrier_of(resolver, d)[0] == carrier and trigger_of(d) == trigger_of(carrier)
+                 and (graph.flows[d].target in selected) == runs and carrying()
                  and (c := layout.carrier(layout.checkpoint(graph.flows[d].target, d))) is not None
                  and c.path == position.path]
         if stays != carried_flows(layout, position):
-            found[carrier] = [graph.flows[d].target for d in flows]
+            found.append(carrier)
     return found
 
 
-def leave(layout: StorageLayout, graph: PipelineGraph, carrier: str) -> FlowCheckpoint:
-    """Move ``carrier`` to a new checkpoint generation without the flows it carried (see the module).
+def carrying() -> bool:
+    """Whether runs may carry flows (``DELTAFLOW_CARRY=0``: every flow in a query of its own)."""
+    return os.environ.get("DELTAFLOW_CARRY", "1") != "0"
 
-    The move is recorded in the new generation first, so that a run interrupted while copying copies
-    again (:func:`finish_leaving`).
+
+def position_after_carry(layout: StorageLayout, carried: FlowCheckpoint, carrier: FlowCheckpoint,
+                         batch: int | None = None) -> int | None:
+    """The version of the carrier's table a carried flow reads alone from, after carrier batch ``batch``.
+
+    ``batch`` None: the newest batch that wrote the carried flow's table (a carrier writes its own table
+    first, then the carried ones, each stamped with its flow's app id and the batch id). The answer is the
+    version after the carrier's commit of that batch, or of the newest batch before it that wrote (a
+    batch that read nothing writes nothing); the first version the carrier wrote when none of its batches
+    up to ``batch`` wrote the flow's table. None: the carrier never wrote, so the flow reads the table
+    from its start.
+
+    Raises:
+        ConfigError: The carrier's table's log no longer holds the commits to tell (log retention).
+
+    """
+    from deltaflow.errors import ConfigError
+
+    query_id = layout.query_id(carrier)
+    if batch is None:
+        batch = written_batch(layout, layout.table(carried.dataset), [carried.app_id(query_id)])
+    last = -1 if batch is None else batch
+    app_id, table = carrier.app_id(query_id), layout.table(carrier.dataset)
+    first_write = None
+    for version in range(layout.open_table(table).version(), -1, -1):
+        text = layout.fs.read_text(layout.commit_file_at(table, version))
+        if text is None:
+            raise ConfigError(f"flow '{carried.flow}': the log of '{carrier.dataset}' no longer holds the "
+                              f"commit of its carrier's batch {last}, so where it stands cannot be told",
+                              hint=f"rebuild it: deltaflow run --full-refresh {carried.dataset}")
+        stamps = [action["txn"] for action in map(json.loads, text.splitlines())
+                  if "txn" in action and action["txn"].get("appId") == app_id]
+        if stamps and int(stamps[0]["version"]) <= last:
+            return version + 1
+        if stamps:
+            first_write = version
+    return first_write
+
+
+def leave(layout: StorageLayout, graph: PipelineGraph, carrier: str) -> FlowCheckpoint:
+    """End a carry: each carried flow positioned to go on alone, then the carrier moved (see the module).
+
+    A flow still carried by this checkpoint gets a new generation holding only where it starts
+    (``starts_at``, one file). The carrier's move is recorded in its new generation first, so that a run
+    interrupted while copying copies again (:func:`finish_leaving`). Running it again after a crash midway
+    gives the same result.
     """
     dataset = graph.flows[carrier].target
     old = layout.checkpoint(dataset, carrier)
+    for name in carried_flows(layout, old):
+        if name not in graph.flows:
+            continue
+        own = layout.checkpoint(graph.flows[name].target, name)
+        if (by := layout.carrier(own)) is None or by.path != old.path:
+            continue  # positioned already, or rebuilt by a full refresh
+        record = {"table": dataset, "version": position_after_carry(layout, own, old)}
+        layout.fs.write_text(layout.checkpoint(own.dataset, name, own.generation + 1).starts_at,
+                             json.dumps(record))
     written = written_batch(layout, layout.table(dataset), [old.app_id(layout.query_id(old))])
     new = layout.start_generation(dataset, carrier, old.generation + 1)
     move = {"generation": old.generation, "branches": 1 + len(carried_flows(layout, old)), "written": written}
     layout.fs.write_text(new.left_from, json.dumps(move))
     _copy(layout, new, move)
     return new
-
-
-def separate(layout: StorageLayout, graph: PipelineGraph, carrier: str, carried: list[str]) -> None:
-    """End a carry now: the carried tables' full refreshes recorded, then the carrier moved.
-
-    The next run rebuilds the carried tables, each flow alone; the carrier gets a checkpoint of its own
-    (:func:`leave`).
-    """
-    from deltaflow.runtime.refresh import FullRefresh
-
-    for target in dict.fromkeys(graph.flows[name].target for name in carried):
-        FullRefresh(layout, target).request({f.name: layout.current_generation(target, f.name) + 1
-                                             for f in graph.flows_into(target)})
-    leave(layout, graph, carrier)
 
 
 def finish_leaving(layout: StorageLayout, graph: PipelineGraph) -> None:
@@ -131,10 +183,12 @@ def plan_carries(resolver: ResolvedGraph, layout: StorageLayout, selected: Colle
     graph = resolver.graph
     plan = CarryPlan({u: list(ds) for u, ds in recorded_carriers(layout, graph, selected).items()})
     for flow in graph.flows.values():
-        if flow.target not in selected or flow.target in refreshing or flow.name in plan.carried:
+        if (not carrying() or flow.target not in selected or flow.target in refreshing
+                or flow.name in plan.carried):
             continue
         upstream, _ = carrier_of(resolver, flow.name)
-        if upstream is None or trigger_of(upstream) != trigger_of(flow.name) or upstream in plan.carried:
+        if (upstream is None or trigger_of(upstream) != trigger_of(flow.name) or upstream in plan.carried
+                or graph.flows[upstream].target not in selected):
             continue
         carrier = layout.checkpoint(graph.flows[upstream].target, upstream)
         if _fresh(layout, layout.checkpoint(flow.target, flow.name)) and _fresh(layout, carrier):

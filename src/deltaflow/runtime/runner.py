@@ -31,7 +31,6 @@ from deltaflow.runtime.carry_plan import (
     leaving,
     plan_carries,
     recorded_carriers,
-    separate,
 )
 from deltaflow.runtime.event_log import REFRESH_KEY, EventLog, end_event, refresh_event
 from deltaflow.runtime.listener import event_log_listener
@@ -118,26 +117,22 @@ class PipelineRun:
         from deltaflow.commands.rewind import finish_rewinds
 
         self.spark.streams.addListener(self._listener)
-        # One writing run per table: refused before anything is written (a part's tables are known once
-        # the graph is resolved; resolving creates only tables that do not exist).
-        self.leases.acquire(self._selected() if self.plan.refresh is None else ())
+        # One writing run per table: refused before anything is written.
+        selected = self._selected()
+        self.leases.acquire(selected)
         self.leases.start_renewing()  # now: resolving can take longer than a lease lasts on a busy machine
         finish_rewinds(self.spark, self.layout, self.on_message)
         stored = [d for d, spec in self.graph.datasets.items() if spec.stored]
         self.resolver.resolve(check_tables(self.layout, stored, self.on_message))
         finish_leaving(self.layout, self.graph)
-        selected = self._selected()
-        recorded = recorded_carriers(self.layout, self.graph, selected)  # what a carrier runs, it writes
-        selected |= {self.graph.flows[d].target for ds in recorded.values() for d in ds}
-        self.leases.acquire(selected)
+        running = {n for n, d in self.graph.datasets.items() if d.runs}
+        recorded = recorded_carriers(self.layout, self.graph, running)
         refreshing = self._full_refresh_set(selected, set())
-        left = {u: ts for u, ts in leaving(self.resolver, self.layout, recorded, self.trigger_of).items()
-                if self.graph.flows[u].target not in refreshing}  # (a refreshed carrier starts anew anyway)
-        if left:  # its carried tables are rebuilt, so that each flow runs alone with its state
-            refreshing = self._full_refresh_set(selected, {t for ts in left.values() for t in ts})
-            for carrier in left:
-                self.on_message(f"{carrier}: carries {', '.join(recorded[carrier])} no more")
-                leave(self.layout, self.graph, carrier)
+        left = [u for u in leaving(self.resolver, self.layout, recorded, self.trigger_of, selected)
+                if self.graph.flows[u].target not in refreshing]  # (a refreshed carrier starts anew anyway)
+        self.leases.acquire({self.graph.flows[u].target for u in left})  # its checkpoint moves
+        for carrier in left:  # each flow it wrote goes on alone from where it stands
+            leave(self.layout, self.graph, carrier)
         self.carry = plan_carries(self.resolver, self.layout, selected, refreshing, self.trigger_of)
         self.event_log.carried = {u: tuple(ds) for u, ds in self.carry.carriers.items()}
         for dataset in refreshing:
@@ -152,9 +147,7 @@ class PipelineRun:
 
     def _selected(self) -> set[str]:
         running = {n for n, d in self.graph.datasets.items() if d.runs}
-        if self.plan.refresh is None:
-            return running
-        return self.resolver.upstream(set(self.plan.refresh)) & running
+        return running if self.plan.refresh is None else set(self.plan.refresh) & running
 
     def _full_refresh_set(self, selected: set[str], extra: set[str]) -> list[str]:
         """The datasets to rebuild, upstream first, each with its refresh recorded before any work.
@@ -323,18 +316,18 @@ class PipelineRun:
     def _go_on_alone(self, carrier: str, error: BaseException) -> None:
         """A carrier's query failed: the flows it carried fail, and it starts again without them.
 
-        So a failing flow stops alone, as any other; the next run rebuilds its table and runs it alone.
+        So a failing flow stops alone, as any other; the next run starts it where its table stands.
         """
         carried = self.carry.carriers.pop(carrier)
         self.event_log.carried.pop(carrier, None)
         for name in carried:
             flow = self.graph.flows[name]
-            why = f"in '{carrier}''s query, which goes on alone; the next run rebuilds '{flow.target}'"
+            why = f"written with '{carrier}', which goes on alone; the next run goes on from there"
             outcome = FlowOutcome(name, str(flow.location), "failed", f"{first_line(error)} ({why})")
             self.finished = {**self.finished, name: outcome}
             self._log_end(outcome)
         self.on_message(f"{carrier}: failed while writing {', '.join(carried)} too; going on alone")
-        separate(self.layout, self.graph, carrier, carried)
+        leave(self.layout, self.graph, carrier)
         self.queries = {n: q for n, q in self.queries.items() if n not in (carrier, *carried)}
         self._ended.discard(carrier)
         self._start(self.graph.flows[carrier])

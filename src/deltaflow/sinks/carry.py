@@ -36,6 +36,7 @@ Example:
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import reduce
@@ -84,7 +85,26 @@ def carrier_of(graph: ResolvedGraph, flow: str) -> tuple[str | None, str | None]
             return None, f"'{one.flow.target}' has more than one flow"
     if graph.graph.datasets[table].schema is not None:
         return None, f"'{table}' declares its schema"
+    if (operator := stateful_operator(resolved.df)) is not None:
+        return None, f"it keeps state ({operator}), which could not leave '{carrier.flow.name}''s query"
     return carrier.flow.name, None
+
+
+#: Logical operators that keep state across micro-batches in a streaming query.
+_STATEFUL = re.compile(r"^[\s:|+~-]*(Deduplicate|DeduplicateWithinWatermark|Distinct|Aggregate|Join|"
+                       r"FlatMapGroupsWithState|FlatMapGroupsInPandasWithState|TransformWithState\w*|"
+                       r"GlobalLimit|LocalLimit|Window)\b", re.MULTILINE)
+
+
+def stateful_operator(df: DataFrame) -> str | None:
+    """The first operator of ``df``'s plan that keeps state in a stream (None: it keeps none).
+
+    A carried flow must keep none: its position can then leave its carrier's query at any batch boundary
+    (the version of the upstream table the carrier last wrote), and the flow go on alone, nothing lost or
+    twice; state kept in the carrier's checkpoint could not follow it.
+    """
+    match = _STATEFUL.search(str(df._jdf.queryExecution().analyzed().toString()))
+    return match.group(1) if match else None
 
 
 @dataclass(frozen=True)

@@ -96,6 +96,11 @@ class FlowCheckpoint:
         return f"{self.path}/left_from.json"
 
     @property
+    def starts_at(self) -> str:
+        """Where a flow that left its carrier starts reading alone (:mod:`.carry_plan`): table and version."""
+        return f"{self.path}/starts_at.json"
+
+    @property
     def metadata(self) -> str:
         """Spark's ``metadata`` file of the checkpoint, holding the query id."""
         return f"{self.path}/metadata"
@@ -279,6 +284,20 @@ class StorageLayout:
             return None
         carrier = json.loads(text)
         return self.checkpoint(carrier["dataset"], carrier["flow"], int(carrier["generation"]))
+
+    def start_of(self, checkpoint: FlowCheckpoint) -> tuple[str, int] | None:
+        """``(table, version)`` a flow that left its carrier starts reading from, until its first batch.
+
+        Example:
+            >>> layout.start_of(layout.checkpoint("silver", "silver"))  # doctest: +SKIP
+            ('bronze', 4)
+
+        """
+        text = self.fs.read_text(checkpoint.starts_at)
+        if text is None or any(n.isdigit() for n in self.fs.list(checkpoint.offsets)):
+            return None
+        record = json.loads(text)
+        return None if record["version"] is None else (str(record["table"]), int(record["version"]))
 
     def flow_checkpoints(self, dataset: str) -> list[FlowCheckpoint]:
         """Every generation of every flow's checkpoint into ``dataset`` that is on storage."""
