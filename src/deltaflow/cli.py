@@ -48,8 +48,13 @@ from deltaflow.cli_tables import TABLE_VERBS
 from deltaflow.dev.cluster_cli import cluster_app
 from deltaflow.dev.kafka_cli import PortOption, kafka_app
 from deltaflow.dev.s3_cli import s3_app
-from deltaflow.errors import DeltaflowError
+from deltaflow.errors import ArgumentError, DeltaflowError
 from deltaflow.runtime.session import spark_log_of_run
+
+try:  # typer 0.2x carries its own copy of click
+    from typer._click import exceptions as click_errors
+except ImportError:  # pragma: no cover - older typer, over click itself
+    from click import exceptions as click_errors  # type: ignore[no-redef]
 
 if TYPE_CHECKING:
     from deltaflow.spec import TriggerMode
@@ -185,10 +190,15 @@ def run(
     if len(modes) > 1:
         raise typer.BadParameter("choose one of --available-now, --continuous, --once")
     mode = modes[0] if modes else None
+    if interval is not None and mode in ("available_now", "once"):
+        raise typer.BadParameter(f"--interval is for continuous flows, not --{mode.replace('_', '-')}",
+                                 param_hint="--interval")
     pipeline = load(spec)
-    pipeline.storage()  # a wrong endpoint or bucket: one line, before anything starts
     plan = RunPlan(refresh=_names(refresh) or None, full_refresh=_names(full_refresh),
                    full_refresh_all=full_refresh_all)
+    plan.check(pipeline.graph)  # the command line's names and interval, before anything else
+    pipeline.trigger(mode, interval)
+    pipeline.storage()  # a wrong endpoint or bucket: one line, before anything starts
     say(f"deltaflow: pipeline '{pipeline.name}', {len(pipeline.graph.flows)} flow(s), "
          f"{pipeline.trigger(mode, interval).describe()}, storage {pipeline.layout.root}", err)
     for note in pipeline.graph.notes:
@@ -242,6 +252,8 @@ def graph(
 
     if form not in FORMATS:
         raise typer.BadParameter(f"'{form}' is not one of {', '.join(FORMATS)}", param_hint="--format")
+    if as_json and form not in ("text", "json"):
+        raise typer.BadParameter(f"--json and --format {form}: give one", param_hint="--json")
     _analyse(spec, "json" if as_json else form)
 
 
@@ -285,7 +297,7 @@ def quarantine(
     table: Annotated[str, typer.Argument(help="A streaming table with quarantine rules or dp.parse_json; "
                                          "'replay TABLE' re-feeds its rows.", metavar="[replay] TABLE")],
     replay_table: Annotated[str | None, typer.Argument(hidden=True)] = None,
-    sample: Annotated[int, typer.Option(help="Sample rows shown per reason.")] = 3,
+    sample: Annotated[int, typer.Option(help="Sample rows shown per reason.", min=0)] = 3,
     where: Annotated[str | None, typer.Option(help="replay: only the quarantined rows matching this SQL "
                                               "condition, e.g. \"array_contains(failed_expectations, "
                                               "'small')\".")] = None,
@@ -300,6 +312,8 @@ def quarantine(
     from deltaflow.commands.changes import json_line
     from deltaflow.views import quarantine_tables
 
+    if replay_table is None and where is not None:
+        raise typer.BadParameter("--where is for 'deltaflow quarantine replay TABLE'", param_hint="--where")
     if replay_table is not None:
         if table != "replay":
             raise typer.BadParameter(f"unexpected argument '{replay_table}'",
@@ -315,7 +329,11 @@ def quarantine(
         say(f"{replay_table}: {finished}{result.replayed:,} quarantined row(s) re-fed, {result.passed:,} "
              f"passed into the table, {result.replayed - result.passed:,} quarantined again")
         return
-    report = load(spec, reading=True).quarantine(table, sample)
+    pipeline = load(spec, reading=True)
+    if table == "replay" and "replay" not in pipeline.storage().quarantined_tables():
+        raise typer.BadParameter("'replay' takes the table to replay: deltaflow quarantine replay TABLE",
+                                 param_hint="TABLE")
+    report = pipeline.quarantine(table, sample)
     if as_json:
         say(json_line({"table": report.table, "rows": report.rows, "reasons": report.reasons,
                         "samples": report.samples}))
@@ -353,19 +371,36 @@ def invoke(args: Sequence[str] | None = None) -> int:
 
     """
     try:
-        app(args=list(args) if args is not None else None, prog_name="deltaflow")
-    except SystemExit as exc:  # typer ends every command this way; usage errors with 2
+        code = app(args=list(args) if args is not None else None, prog_name="deltaflow",
+                   standalone_mode=False)
+    except getattr(click_errors, "NoArgsIsHelpError", ()) as exc:  # 'deltaflow' alone: the help
+        say(exc.ctx.get_help() if exc.ctx else str(exc), err)
+        return 2
+    except click_errors.UsageError as exc:  # one line, not click's usage box
+        verb = exc.ctx.command_path if exc.ctx else "deltaflow"
+        say(f"error: {verb}: {exc.format_message().rstrip('.')} (see '{verb} --help')", err)
+        return 2
+    except click_errors.ClickException as exc:
+        say(f"error: {exc.format_message()}", err)
+        return exc.exit_code
+    except typer.Abort:
+        say("interrupted", err)
+        return 130
+    except SystemExit as exc:
         if isinstance(exc.code, str):
             say(exc.code, err)
             return 1
         return exc.code or 0
+    except ArgumentError as exc:  # a wrong command line, told before Spark starts
+        say(f"error: {exc}", err)
+        return 2
     except DeltaflowError as exc:
         say(f"error: {exc}", err)
         return 1
     except KeyboardInterrupt:
         say("interrupted", err)
         return 130
-    return 0
+    return code if isinstance(code, int) else 0
 
 
 def main() -> None:

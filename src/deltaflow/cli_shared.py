@@ -20,7 +20,7 @@ SpecOption = Annotated[Path | None, typer.Option("--spec", help="deltaflow.yml (
                                                  "nearest one from the current folder up).")]
 JsonOption = Annotated[bool, typer.Option("--json", help="JSON instead of a table.")]
 UiPortOption = Annotated[int | None, typer.Option("--port", help="The dashboard's port (default 8787; 0: any "
-                                                  "free one).")]
+                                                  "free one).", min=0, max=65535)]
 
 
 def say(text: str, console: Console = out) -> None:
