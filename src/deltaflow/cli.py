@@ -43,18 +43,22 @@ from typing import TYPE_CHECKING, Annotated, NoReturn
 import typer
 
 from deltaflow.cli_project import PROJECT_VERBS
-from deltaflow.cli_shared import JsonOption, SpecOption, UiPortOption, err, load, out, say, start_ui
+from deltaflow.cli_shared import (
+    JsonOption,
+    SpecOption,
+    UiPortOption,
+    err,
+    exit_code,
+    load,
+    out,
+    say,
+    start_ui,
+)
 from deltaflow.cli_tables import TABLE_VERBS
 from deltaflow.dev.cluster_cli import cluster_app
 from deltaflow.dev.kafka_cli import PortOption, kafka_app
 from deltaflow.dev.s3_cli import s3_app
-from deltaflow.errors import ArgumentError, DeltaflowError
 from deltaflow.runtime.session import spark_log_of_run
-
-try:  # typer 0.2x carries its own copy of click
-    from typer._click import exceptions as click_errors
-except ImportError:  # pragma: no cover - older typer, over click itself
-    from click import exceptions as click_errors  # type: ignore[no-redef]
 
 if TYPE_CHECKING:
     from deltaflow.spec import TriggerMode
@@ -370,37 +374,8 @@ def invoke(args: Sequence[str] | None = None) -> int:
         0
 
     """
-    try:
-        code = app(args=list(args) if args is not None else None, prog_name="deltaflow",
-                   standalone_mode=False)
-    except getattr(click_errors, "NoArgsIsHelpError", ()) as exc:  # 'deltaflow' alone: the help
-        say(exc.ctx.get_help() if exc.ctx else str(exc), err)
-        return 2
-    except click_errors.UsageError as exc:  # one line, not click's usage box
-        verb = exc.ctx.command_path if exc.ctx else "deltaflow"
-        say(f"error: {verb}: {exc.format_message().rstrip('.')} (see '{verb} --help')", err)
-        return 2
-    except click_errors.ClickException as exc:
-        say(f"error: {exc.format_message()}", err)
-        return exc.exit_code
-    except typer.Abort:
-        say("interrupted", err)
-        return 130
-    except SystemExit as exc:
-        if isinstance(exc.code, str):
-            say(exc.code, err)
-            return 1
-        return exc.code or 0
-    except ArgumentError as exc:  # a wrong command line, told before Spark starts
-        say(f"error: {exc}", err)
-        return 2
-    except DeltaflowError as exc:
-        say(f"error: {exc}", err)
-        return 1
-    except KeyboardInterrupt:
-        say("interrupted", err)
-        return 130
-    return code if isinstance(code, int) else 0
+    return exit_code(lambda: app(args=list(args) if args is not None else None, prog_name="deltaflow",
+                                 standalone_mode=False))
 
 
 def main() -> None:
