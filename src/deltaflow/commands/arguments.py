@@ -26,10 +26,6 @@ if TYPE_CHECKING:
     from deltaflow.graph import Dataset
     from deltaflow.pipeline import Pipeline
 
-#: The columns a replayed row is found again by, in the table its flow streams.
-POSITION = ("topic", "partition", "offset")
-
-
 def moment(text: str | None, option: str = "--to-timestamp") -> datetime | None:
     """``text`` as a time (see :func:`~deltaflow.durations.parse_moment`), or None when not given."""
     from deltaflow.durations import parse_moment
@@ -152,7 +148,9 @@ def check_replay(pipeline: Pipeline, table: str) -> None:
 
 def _check_positions(pipeline: Pipeline, table: str, record: dict[str, dict[str, Any]]) -> None:
     """Refuse, as ``commands.replay`` does after resolution, a flow not streaming rows with positions."""
-    streamed = sorted(_streamed(record, [table]))
+    from deltaflow.commands.replay import POSITION
+
+    streamed = [name for name, mode in _stored_inputs(record, table).items() if mode == "stream"]
     columns: Iterable[str] = POSITION
     if len(streamed) == 1 and pipeline.layout.fs.is_dir(pipeline.layout.table(streamed[0])):
         from deltaflow.commands.tables import open_table
@@ -164,15 +162,16 @@ def _check_positions(pipeline: Pipeline, table: str, record: dict[str, dict[str,
                             hint="read a bronze table of dp.read_kafka, which keeps them")
 
 
-def _streamed(record: dict[str, dict[str, Any]], names: Sequence[str]) -> set[str]:
-    """The stored tables the flows into ``names`` stream, through the temporary views they read."""
-    found: set[str] = set()
-    for name in names:
-        for flow in record.get(name, {}).get("flows", []):
-            for read, mode in flow.get("inputs", {}).items():
-                view = record.get(read, {}).get("kind") == "temporary_view"
-                found |= _streamed(record, [read]) if view else {read} if mode == "stream" else set()
-    return found
+def _stored_inputs(record: dict[str, dict[str, Any]], name: str) -> dict[str, str]:
+    """``ResolvedGraph.stored_inputs`` from the record: what the flows into ``name`` read, views followed."""
+    result: dict[str, str] = {}
+    for flow in record.get(name, {}).get("flows", []):
+        for read, mode in flow.get("inputs", {}).items():
+            if record.get(read, {}).get("kind") == "temporary_view":
+                result.update(_stored_inputs(record, read))
+            else:
+                result[read] = mode
+    return result
 
 
 def check_vacuum(pipeline: Pipeline, tables: Sequence[str], retain: timedelta | None, stopped: bool) -> None:
