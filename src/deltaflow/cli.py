@@ -23,7 +23,8 @@ Every verb that reads a pipeline takes ``--spec`` (default: the nearest ``deltaf
 ``-v/--verbose`` shows Spark's own log (``$DELTAFLOW_LOG_LEVEL`` sets its level; default: errors only).
 
 Exit codes: 0 done; 1 the pipeline or its input is wrong (one line: ``error: DF-CONFIG deltaflow.yml:
-unknown key 'kafak' ...``), or a flow failed; 2 the command line is wrong (usage); 130 interrupted.
+unknown key 'kafak' ...``), or a flow failed; 2 the command line is wrong (one line, told before Spark
+starts: a usage error, or ``DF-USAGE`` for an argument that does not fit the pipeline); 130 interrupted.
 """
 
 from __future__ import annotations
