@@ -93,6 +93,16 @@ def test_a_wrong_command_line_is_one_line_and_exit_2_before_spark(
     assert says in done.stderr and "spark.log" not in done.stderr and done.stdout == "", done.stderr
 
 
+def test_an_unknown_example_is_one_line_and_exit_2_before_anything_starts(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], no_jvm: None) -> None:
+    for args in (["demo", "--example", "nope", "--storage", str(tmp_path / "demo")],
+                 ["init", str(tmp_path / "new"), "--example", "nope"]):
+        done = cli(capsys, *args)
+        assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
+        assert "DF-USAGE" in done.stderr and "example 'nope'" in done.stderr, done.stderr
+    assert list(tmp_path.iterdir()) == []  # no broker state, no project
+
+
 def test_nothing_quarantined_yet_is_one_line_and_exit_1_before_spark(
         starter: Path, capsys: pytest.CaptureFixture[str], no_jvm: None) -> None:
     done = cli(capsys, "quarantine", "replay", "silver_events", "--spec", str(starter))
