@@ -23,7 +23,8 @@ Every verb that reads a pipeline takes ``--spec`` (default: the nearest ``deltaf
 ``-v/--verbose`` shows Spark's own log (``$DELTAFLOW_LOG_LEVEL`` sets its level; default: errors only).
 
 Exit codes: 0 done; 1 the pipeline or its input is wrong (one line: ``error: DF-CONFIG deltaflow.yml:
-unknown key 'kafak' ...``), or a flow failed; 2 the command line is wrong (usage); 130 interrupted.
+unknown key 'kafak' ...``), or a flow failed; 2 the command line is wrong (one line, told before Spark
+starts: a usage error, or ``DF-USAGE`` for an argument that does not fit the pipeline); 130 interrupted.
 """
 
 from __future__ import annotations
@@ -43,12 +44,21 @@ from typing import TYPE_CHECKING, Annotated, NoReturn
 import typer
 
 from deltaflow.cli_project import PROJECT_VERBS
-from deltaflow.cli_shared import JsonOption, SpecOption, UiPortOption, err, load, out, say, start_ui
+from deltaflow.cli_shared import (
+    JsonOption,
+    SpecOption,
+    UiPortOption,
+    err,
+    exit_code,
+    load,
+    out,
+    say,
+    start_ui,
+)
 from deltaflow.cli_tables import TABLE_VERBS
 from deltaflow.dev.cluster_cli import cluster_app
 from deltaflow.dev.kafka_cli import PortOption, kafka_app
 from deltaflow.dev.s3_cli import s3_app
-from deltaflow.errors import DeltaflowError
 from deltaflow.runtime.session import spark_log_of_run
 
 if TYPE_CHECKING:
@@ -185,10 +195,15 @@ def run(
     if len(modes) > 1:
         raise typer.BadParameter("choose one of --available-now, --continuous, --once")
     mode = modes[0] if modes else None
+    if interval is not None and mode in ("available_now", "once"):
+        raise typer.BadParameter(f"--interval is for continuous flows, not --{mode.replace('_', '-')}",
+                                 param_hint="--interval")
     pipeline = load(spec)
-    pipeline.storage()  # a wrong endpoint or bucket: one line, before anything starts
     plan = RunPlan(refresh=_names(refresh) or None, full_refresh=_names(full_refresh),
                    full_refresh_all=full_refresh_all)
+    plan.check(pipeline.graph)  # the command line's names and interval, before anything else
+    pipeline.trigger(mode, interval)
+    pipeline.storage()  # a wrong endpoint or bucket: one line, before anything starts
     say(f"deltaflow: pipeline '{pipeline.name}', {len(pipeline.graph.flows)} flow(s), "
          f"{pipeline.trigger(mode, interval).describe()}, storage {pipeline.layout.root}", err)
     for note in pipeline.graph.notes:
@@ -242,6 +257,8 @@ def graph(
 
     if form not in FORMATS:
         raise typer.BadParameter(f"'{form}' is not one of {', '.join(FORMATS)}", param_hint="--format")
+    if as_json and form not in ("text", "json"):
+        raise typer.BadParameter(f"--json and --format {form}: give one", param_hint="--json")
     _analyse(spec, "json" if as_json else form)
 
 
@@ -285,7 +302,7 @@ def quarantine(
     table: Annotated[str, typer.Argument(help="A streaming table with quarantine rules or dp.parse_json; "
                                          "'replay TABLE' re-feeds its rows.", metavar="[replay] TABLE")],
     replay_table: Annotated[str | None, typer.Argument(hidden=True)] = None,
-    sample: Annotated[int, typer.Option(help="Sample rows shown per reason.")] = 3,
+    sample: Annotated[int, typer.Option(help="Sample rows shown per reason.", min=0)] = 3,
     where: Annotated[str | None, typer.Option(help="replay: only the quarantined rows matching this SQL "
                                               "condition, e.g. \"array_contains(failed_expectations, "
                                               "'small')\".")] = None,
@@ -300,6 +317,8 @@ def quarantine(
     from deltaflow.commands.changes import json_line
     from deltaflow.views import quarantine_tables
 
+    if replay_table is None and where is not None:
+        raise typer.BadParameter("--where is for 'deltaflow quarantine replay TABLE'", param_hint="--where")
     if replay_table is not None:
         if table != "replay":
             raise typer.BadParameter(f"unexpected argument '{replay_table}'",
@@ -315,7 +334,11 @@ def quarantine(
         say(f"{replay_table}: {finished}{result.replayed:,} quarantined row(s) re-fed, {result.passed:,} "
              f"passed into the table, {result.replayed - result.passed:,} quarantined again")
         return
-    report = load(spec, reading=True).quarantine(table, sample)
+    pipeline = load(spec, reading=True)
+    if table == "replay" and "replay" not in pipeline.storage().quarantined_tables():
+        raise typer.BadParameter("'replay' takes the table to replay: deltaflow quarantine replay TABLE",
+                                 param_hint="TABLE")
+    report = pipeline.quarantine(table, sample)
     if as_json:
         say(json_line({"table": report.table, "rows": report.rows, "reasons": report.reasons,
                         "samples": report.samples}))
@@ -352,20 +375,8 @@ def invoke(args: Sequence[str] | None = None) -> int:
         0
 
     """
-    try:
-        app(args=list(args) if args is not None else None, prog_name="deltaflow")
-    except SystemExit as exc:  # typer ends every command this way; usage errors with 2
-        if isinstance(exc.code, str):
-            say(exc.code, err)
-            return 1
-        return exc.code or 0
-    except DeltaflowError as exc:
-        say(f"error: {exc}", err)
-        return 1
-    except KeyboardInterrupt:
-        say("interrupted", err)
-        return 130
-    return 0
+    return exit_code(lambda: app(args=list(args) if args is not None else None, prog_name="deltaflow",
+                                 standalone_mode=False))
 
 
 def main() -> None:

@@ -17,10 +17,12 @@ from deltaflow.runtime.session import spark_log_of_run
 
 def changes(
     table: Annotated[str, typer.Argument(help="A table of the pipeline.")],
-    start: Annotated[int, typer.Option("--from", help="First version to show.")] = 0,
-    end: Annotated[int | None, typer.Option("--to", help="Last version to show (default: latest).")] = None,
+    start: Annotated[int, typer.Option("--from", help="First version to show.", min=0)] = 0,
+    end: Annotated[int | None, typer.Option("--to", help="Last version to show (default: latest).", min=0)]
+    = None,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object per line.")] = False,
-    limit: Annotated[int, typer.Option(help="At most this many rows in the table view (0: all).")] = 50,
+    limit: Annotated[int, typer.Option(help="At most this many rows in the table view (0: all).", min=0)]
+    = 50,
     spec: SpecOption = None,
 ) -> None:
     """Show a table's Change Data Feed: every inserted, updated and deleted row between two versions."""
@@ -42,7 +44,8 @@ def changes(
 
 def history(
     table: Annotated[str, typer.Argument(help="A table of the pipeline.")],
-    limit: Annotated[int, typer.Option(help="The newest this many versions (0: all the log holds).")] = 20,
+    limit: Annotated[int, typer.Option(help="The newest this many versions (0: all the log holds).", min=0)]
+    = 20,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object per version.")] = False,
     spec: SpecOption = None,
 ) -> None:
@@ -68,10 +71,11 @@ def vacuum(
     spec: SpecOption = None,
 ) -> None:
     """Delete files the tables no longer need, never one a flow streaming them (even stopped) still reads."""
-    from deltaflow.durations import human, parse_duration
+    from deltaflow.commands.arguments import duration
+    from deltaflow.durations import human
 
+    keep = duration(retain)  # before anything loads
     pipeline = load(spec)
-    keep = parse_duration(retain) if retain is not None else None
     with spark_log_of_run(pipeline.layout):
         results = pipeline.vacuum(tables or None, keep, dry_run=dry_run, stopped=stopped)
     for result in results:
@@ -103,7 +107,7 @@ def optimize(
 def rewind(
     table: Annotated[str, typer.Argument(help="A streaming table of the pipeline.")],
     to_version: Annotated[int | None, typer.Option("--to-version", help="The version to go back to "
-                                                   "(see 'deltaflow history').")] = None,
+                                                   "(see 'deltaflow history').", min=0)] = None,
     to_timestamp: Annotated[str | None, typer.Option("--to-timestamp", help="Or the time to go back to, "
                                                      "ISO 8601 (UTC unless it has an offset).")] = None,
     as_json: JsonOption = False,
@@ -114,12 +118,13 @@ def rewind(
     The next run reads their input again from there through the current definitions, and rebuilds everything
     downstream. Stop the pipeline first.
     """
-    from deltaflow.durations import parse_moment
+    from deltaflow.commands.arguments import check_rewind_target, moment
 
-    moment = parse_moment(to_timestamp) if to_timestamp is not None else None
+    at = moment(to_timestamp)
+    check_rewind_target(to_version, at)  # before anything loads; the table's checks come before Spark
     pipeline = load(spec)
     with spark_log_of_run(pipeline.layout):
-        result = pipeline.rewind(table, to_version, moment, on_message=lambda m: say(m, err))
+        result = pipeline.rewind(table, to_version, at, on_message=lambda m: say(m, err))
     if as_json:
         say(json.dumps(result.as_json()))
         return

@@ -52,6 +52,22 @@ class ConfigError(DeltaflowError):
     )
 
 
+class ArgumentError(ConfigError):
+    """A verb's arguments are wrong: an unknown or unfitting table, a missing or clashing option, a bad value.
+
+    Told before Spark starts (``deltaflow`` exits 2, as for any wrong command line); a ``ConfigError``, so
+    ``except ConfigError`` still catches it.
+
+    Example:
+        >>> str(ArgumentError("give --to-version or --to-timestamp", location="rewind"))
+        'DF-USAGE rewind: give --to-version or --to-timestamp'
+
+    """
+
+    code = "DF-USAGE"
+    fix = "Correct the command line as the message says; `deltaflow VERB --help` lists its arguments."
+
+
 class SetupError(DeltaflowError):
     """The machine is missing something deltaflow needs (JVM jars, Java, Maven)."""
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from deltaflow.errors import ConfigError
+from deltaflow.errors import ArgumentError
 
 _PACKAGED = Path(__file__).resolve().parent / "examples"
 EXAMPLES = Path(os.environ.get("DELTAFLOW_EXAMPLES") or (
@@ -33,11 +33,11 @@ def example_path(name: str) -> Path:
     """The folder of shipped example ``name``.
 
     Raises:
-        ConfigError: No such example (naming the ones there are).
+        ArgumentError: No such example (naming the ones there are).
 
     """
     if name not in example_names():
-        raise ConfigError(f"example '{name}' not found", location=str(EXAMPLES / name),
-                          hint=f"examples: {', '.join(example_names()) or 'none here'}; a checkout has "
-                          "them, or set DELTAFLOW_EXAMPLES")
+        raise ArgumentError(f"example '{name}' not found", location=str(EXAMPLES / name),
+                            hint=f"examples: {', '.join(example_names()) or 'none here'}; a checkout has "
+                            "them, or set DELTAFLOW_EXAMPLES")
     return EXAMPLES / name

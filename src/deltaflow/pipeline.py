@@ -303,9 +303,10 @@ class Pipeline:
 
         Exactly once; an interrupted replay is finished instead (see :mod:`deltaflow.commands.replay`).
         """
+        from deltaflow.commands.arguments import check_replay
         from deltaflow.commands.replay import replay_quarantine
 
-        self.storage()
+        check_replay(self, table)  # before Spark starts, as every check of a verb's arguments
         return replay_quarantine(self.resolve(), table, where)
 
     def rewind(self, table: str, version: int | None = None, timestamp: datetime | None = None, *,
@@ -315,17 +316,11 @@ class Pipeline:
         The next run reads their sources again from there through the current definitions, and rebuilds
         every dataset downstream. Refused while one of those flows runs; see :mod:`deltaflow.commands.rewind`.
         """
-        from deltaflow.commands.rewind import rewind_table
-        from deltaflow.errors import ConfigError
+        from deltaflow.commands.arguments import check_rewind
+        from deltaflow.commands.rewind import rewind_table, running_flows
 
-        def running() -> set[str]:
-            try:
-                return {s.flow for s in self.status() if s.state == "running"}
-            except ConfigError:  # never ran
-                return set()
-
-        self.storage()
-        return rewind_table(self.resolve(), table, version, timestamp, running,
+        check_rewind(self, table, version, timestamp)
+        return rewind_table(self.resolve(), table, version, timestamp, lambda: running_flows(self),
                             on_message or (lambda message: None))
 
     def vacuum(self, tables: list[str] | None = None, retain: timedelta | None = None, *,
@@ -334,10 +329,11 @@ class Pipeline:
 
         See :mod:`deltaflow.commands.vacuum` for the rule and its one-line refusals.
         """
+        from deltaflow.commands.arguments import check_vacuum
         from deltaflow.commands.vacuum import vacuum_retention, vacuum_table
 
-        layout = self.storage()
-        names = tables or self.tables()
+        check_vacuum(self, tables or [], retain, stopped)
+        layout, names = self.storage(), tables or self.tables()
         for name in names:  # a refusal comes before Spark starts
             vacuum_retention(layout, self.graph.flows, name, retain, stopped)
         resolver = self.resolve()
@@ -349,8 +345,10 @@ class Pipeline:
 
         Safe while the pipeline runs: see :mod:`deltaflow.commands.optimize`.
         """
+        from deltaflow.commands.arguments import check_optimize
         from deltaflow.commands.optimize import optimize_table
 
+        check_optimize(self, tables or [], zorder)
         self.storage()
         context, orders = self.context(), self.spec.maintenance.zorder
         return [optimize_table(context, name, orders.get(name, ()) if zorder is None else zorder, where)

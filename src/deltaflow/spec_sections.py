@@ -18,7 +18,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from deltaflow.errors import ConfigError
 
-_INTERVAL = re.compile(r"^\s*\d+(\.\d+)?\s*(ms|millisecond|second|minute|hour)s?\s*$", re.IGNORECASE)
+#: A processing-time interval as Spark reads one: ``10 seconds``, ``500 ms``, ``1 minute``.
+INTERVAL = re.compile(r"^\s*\d+(\.\d+)?\s*(ms|millisecond|second|minute|hour)s?\s*$", re.IGNORECASE)
 
 TriggerMode = Literal["available_now", "continuous", "once"]
 
@@ -42,7 +43,7 @@ class KafkaSpec(Strict):
 
 
 def _check_interval(value: str | None) -> str | None:
-    if value is not None and not _INTERVAL.match(value):
+    if value is not None and not INTERVAL.match(value):
         raise ValueError(f"'{value}' is not a duration like '10 seconds' or '500 ms'")
     return value.strip() if value is not None else None
 

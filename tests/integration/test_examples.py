@@ -314,7 +314,7 @@ def test_fraud_flags_with_the_dimension_as_of_each_run(spark, kafka_bootstrap, t
 
 def test_demo_with_an_unknown_example_is_one_line_listing_the_examples(capsys) -> None:  # type: ignore[no-untyped-def]
     proc = cli(capsys, "demo", "--example", "nope")
-    assert proc.returncode == 1
+    assert proc.returncode == 2
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
     assert len(lines) == 1, proc.stderr
     assert "nope" in lines[0] and all(name in lines[0] for name in ("clickstream", "orders", "fraud"))

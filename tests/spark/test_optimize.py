@@ -128,6 +128,6 @@ def test_a_run_compacts_each_table_after_optimize_every_batches_counted_across_r
     assert sorted(r["id"] for r in silver) == sorted(f"{i}-{j}" for i in range(4) for j in range(5))
 
     bad = cli(capsys, "optimize", "silver", "--zorder", "sensr", "--spec", str(project.spec_path))
-    assert bad.returncode == 1 and "no column 'sensr' (did you mean 'sensor'?)" in bad.stderr, bad.stderr
+    assert bad.returncode == 2 and "no column 'sensr' (did you mean 'sensor'?)" in bad.stderr, bad.stderr
     done = cli(capsys, "optimize", "--spec", str(project.spec_path))
     assert done.returncode == 0 and "bronze: compacted 2 files into 1" in done.stdout, done.stdout

@@ -17,7 +17,7 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from deltaflow.commands.tables import open_table
-from deltaflow.errors import ConfigError
+from deltaflow.errors import ArgumentError, ConfigError
 
 if TYPE_CHECKING:
     from deltaflow.storage import StorageLayout
@@ -41,6 +41,10 @@ def table_changes(layout: StorageLayout, table: str, start: int,
     import pyarrow
     from deltalake.exceptions import DeltaError
 
+    if start < 0:
+        raise ArgumentError(f"--from {start}: versions start at 0", location="changes")
+    if end is not None and end < start:
+        raise ArgumentError(f"--to {end} is before --from {start}", location="changes")
     delta = open_table(layout, table)
     configuration = delta.metadata().configuration
     if configuration.get("delta.enableChangeDataFeed", "false").lower() != "true":

@@ -42,6 +42,7 @@ from deltaflow.runtime.refresh import FullRefresh
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from deltaflow.pipeline import Pipeline
     from deltaflow.resolve.resolver import Resolver
     from deltaflow.storage import StorageLayout
 
@@ -135,6 +136,14 @@ def rewind_table(resolver: Resolver, table: str, version: int | None = None,
     return rewind
 
 
+def running_flows(pipeline: Pipeline) -> set[str]:
+    """The flows of ``pipeline`` running now, from its event log (none when it never ran)."""
+    try:
+        return {s.flow for s in pipeline.status() if s.state == "running"}
+    except ConfigError:  # never ran
+        return set()
+
+
 def finish_rewinds(spark: SparkSession, layout: StorageLayout,
                    on_message: Callable[[str], None] = lambda m: None) -> list[Rewind]:
     """Finish every rewind an earlier call left unfinished (a run calls this before its flows start)."""
@@ -182,7 +191,7 @@ def plan_rewind(resolver: Resolver, table: str, version: int | None, timestamp: 
     layout, graph = resolver.context.layout, resolver.graph
     _check_rewindable(resolver, table)
     history = table_history(layout, table, limit=0)
-    version = _target_version(table, history, version, timestamp)
+    version = target_version(table, history, version, timestamp)
     busy = sorted(running & {f.name for d in resolver.downstream({table}) for f in graph.flows_into(d)})
     if busy:
         raise ConfigError(f"flow '{busy[0]}' is running; stop the pipeline before rewinding '{table}'",
@@ -259,7 +268,7 @@ def _check_rewindable(resolver: Resolver, table: str) -> None:
                           hint="a materialized view is recomputed from what it reads: rewind those tables")
 
 
-def _target_version(table: str, history: list[TableVersion], version: int | None,
+def target_version(table: str, history: list[TableVersion], version: int | None,
                     timestamp: datetime | None) -> int:
     """The version to go back to, checked against the log and the commits that replaced the table's rows."""
     if (version is None) == (timestamp is None):

@@ -51,7 +51,7 @@ from deltaflow.dev.sample_data import (
 )
 from deltaflow.dev.sensors import SENSORS, sensor_reading
 from deltaflow.dev.topics import create_topic
-from deltaflow.errors import ConfigError
+from deltaflow.errors import ArgumentError, ConfigError
 from deltaflow.examples import example_path
 from deltaflow.pipeline import Pipeline
 from deltaflow.progress import ProgressPrinter
@@ -215,7 +215,7 @@ def demo_example(name: str) -> DemoExample:
     """The demo of example ``name``.
 
     Raises:
-        ConfigError: No such example; lists the available ones.
+        ArgumentError: No such example; lists the available ones.
 
     Example:
         >>> demo_example("orders").showcase.table
@@ -223,8 +223,8 @@ def demo_example(name: str) -> DemoExample:
 
     """
     if name not in DEMOS:
-        raise ConfigError(f"unknown example '{name}'", location="--example",
-                          hint=f"available: {', '.join(sorted(DEMOS))}")
+        raise ArgumentError(f"unknown example '{name}'", location="--example",
+                            hint=f"available: {', '.join(sorted(DEMOS))}")
     return DEMOS[name]
 
 
@@ -236,7 +236,7 @@ def run_demo(*, seconds: int, rate: int, storage: Path, port: int, stop: threadi
     the dashboard is served beside the run (port 8787, else any free one).
 
     Raises:
-        ConfigError: ``example`` is unknown (before anything starts).
+        ArgumentError: ``example`` is unknown (before anything starts).
 
     """
     demo = demo_example(example)

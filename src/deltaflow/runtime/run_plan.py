@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from deltaflow.errors import ConfigError
+from deltaflow.errors import ArgumentError
 from deltaflow.graph import suggest
 
 if TYPE_CHECKING:
@@ -37,15 +37,15 @@ class RunPlan:
         """Every named dataset exists and is stored.
 
         Raises:
-            ConfigError: Naming the option and the unknown dataset.
+            ArgumentError: Naming the option and the unknown dataset (before Spark starts).
 
         """
         for option, names in (("--refresh", self.refresh or ()), ("--full-refresh", self.full_refresh)):
             for name in names:
                 dataset = graph.datasets.get(name)
                 if dataset is None:
-                    raise ConfigError(f"unknown dataset '{name}'{suggest(name, graph.datasets)}",
-                                      location=option, hint="see 'deltaflow graph'")
+                    raise ArgumentError(f"unknown dataset '{name}'{suggest(name, graph.datasets)}",
+                                        location=option, hint="see 'deltaflow graph'")
                 if not dataset.runs:
-                    raise ConfigError(f"'{name}' is a temporary view; there is nothing to refresh",
-                                      location=option)
+                    raise ArgumentError(f"'{name}' is a temporary view; there is nothing to refresh",
+                                        location=option)

@@ -226,11 +226,12 @@ def spark_log_of_run(layout: StorageLayout) -> Iterator[None]:
         yield
         return
     path = spark_log(layout)
+    before = Path(path).stat().st_size if Path(path).is_file() else 0
     os.environ["DELTAFLOW_SPARK_LOG"] = path
     try:
         yield
-    except DeltaflowError as exc:
-        if Path(path).is_file() and Path(path).stat().st_size:
+    except DeltaflowError as exc:  # named when this command's JVM wrote there (a refusal before: not)
+        if Path(path).is_file() and Path(path).stat().st_size > before:
             exc.hint = "; ".join(h for h in (exc.hint, f"the full error is in {path}") if h)
         raise
     finally:

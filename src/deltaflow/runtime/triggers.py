@@ -13,9 +13,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from deltaflow.errors import ConfigError
+from deltaflow.errors import ArgumentError, ConfigError
 from deltaflow.graph import suggest
 from deltaflow.spec import Spec, TriggerMode
+from deltaflow.spec_sections import INTERVAL
 
 if TYPE_CHECKING:
     from pyspark.sql.streaming.readwriter import DataStreamWriter
@@ -27,6 +28,11 @@ class Trigger:
 
     mode: TriggerMode = "available_now"
     interval: str = "0 seconds"
+
+    def __post_init__(self) -> None:
+        if not INTERVAL.match(self.interval):  # the spec's are checked when it loads; this is an argument
+            raise ArgumentError(f"'{self.interval}' is not a duration like '10 seconds' or '500 ms'",
+                                location="--interval")
 
     @property
     def stops_by_itself(self) -> bool:
