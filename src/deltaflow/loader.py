@@ -23,6 +23,7 @@ from pathlib import Path
 
 from deltaflow.api import registering
 from deltaflow.errors import DeltaflowError, GraphError
+from deltaflow.fingerprints import dataset_fingerprints
 from deltaflow.graph import PipelineGraph
 from deltaflow.sources.delta import SparkProxy
 from deltaflow.spec import Spec
@@ -113,6 +114,7 @@ def _load(spec: Spec) -> PipelineGraph:
                     message = "this line builds a Spark column, which needs Spark running while loading"
                 raise GraphError(message, location=_failing_line(exc, file)) from exc
     graph.validate()
+    graph.fingerprints = dataset_fingerprints(graph, spec.root, spec.parameters)  # now: the files as just run
     return graph
 
 

@@ -40,9 +40,11 @@ from urllib.parse import unquote, urlparse
 from deltaflow.observe.backlog import BacklogProbe, committed_offsets
 from deltaflow.observe.graph_record import read_graph_record
 from deltaflow.runtime.checkpoints import unfinished_batch
+from deltaflow.runtime.definition_changes import DefinitionChanges
 
 if TYPE_CHECKING:
     from deltaflow.graph import Flow, PipelineGraph
+    from deltaflow.runtime.outcomes import FlowOutcome
     from deltaflow.spec import Spec
     from deltaflow.storage import FlowCheckpoint, StorageLayout
 
@@ -130,6 +132,9 @@ def new_input(spec: Spec, layout: StorageLayout, graph: PipelineGraph, flows: Se
     record = read_graph_record(layout)
     if record is None or record.get("fingerprint") != fingerprint:
         return NewInput("the definitions or the spec changed since the last run")
+    changed = DefinitionChanges.since_last_run(layout, graph, spec).changed  # a helper module, say
+    if changed:
+        return NewInput(f"the definition of '{changed[0]}' changed since the last run")
     if layout.rewound_tables():
         return NewInput("a rewind to finish")
     for dataset in graph.datasets:
@@ -155,6 +160,52 @@ def new_input(spec: Spec, layout: StorageLayout, graph: PipelineGraph, flows: Se
     finally:
         probe.close()
     return total
+
+
+def flows_input(spec: Spec, layout: StorageLayout, flows: Sequence[Flow]) -> dict[str, NewInput]:
+    """Each flow's own new input, every flow looked at (``deltaflow plan``); a carried flow: its carrier's.
+
+    Only the per-flow checks of :func:`new_input`: what the whole run has to do (a refresh to finish,
+    changed definitions) is the caller's to add.
+    """
+    try:
+        events = _last_events(layout, spec.name)
+    except Exception as exc:
+        return {f.name: NewInput(f"the event log cannot be read ({type(exc).__name__})") for f in flows}
+    probe = BacklogProbe(layout, spec.kafka)
+    found: dict[str, NewInput] = {}
+    try:
+        for flow in flows:
+            carrier = layout.carrier(layout.checkpoint(flow.target, flow.name))
+            try:
+                found[flow.name] = (NewInput("carried by another flow's query") if carrier is not None
+                                    else _flow_input(layout, probe, flow, events.get(flow.name, {})))
+            except Exception as exc:
+                found[flow.name] = NewInput(f"its checkpoint cannot be read ({type(exc).__name__})")
+    finally:
+        probe.close()
+    return found
+
+
+def end_quietly(spec: Spec, layout: StorageLayout, flows: Sequence[Flow], trigger: str) -> list[FlowOutcome]:
+    """End a run that has nothing to do without Spark: each flow logged as completed, under the leases.
+
+    It takes and gives back the tables' leases as a run does (another run writing them: refused).
+    """
+    from deltaflow.runtime.event_log import EventLog, end_event
+    from deltaflow.runtime.outcomes import FlowOutcome
+    from deltaflow.storage.lease import TableLeases, lease_ttl
+
+    log = EventLog(layout.event_log, spec.name, trigger=trigger, storage_options=layout.storage_options)
+    leases = TableLeases(layout, spec.name, log.run_id, lease_ttl(spec.lease.ttl))
+    try:
+        leases.acquire({f.target for f in flows})
+        for flow in flows:
+            log.add(end_event(spec.name, log.run_id, flow.name, "completed", None))
+    finally:
+        log.close()
+        leases.release()
+    return [FlowOutcome(f.name, str(f.location), "completed") for f in flows]
 
 
 def _last_events(layout: StorageLayout, pipeline: str) -> dict[str, dict[str, dict[str, Any]]]:

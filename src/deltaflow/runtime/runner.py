@@ -33,6 +33,7 @@ from deltaflow.runtime.carry_plan import (
     recorded_carriers,
     separate,
 )
+from deltaflow.runtime.definition_changes import DefinitionChanges
 from deltaflow.runtime.event_log import REFRESH_KEY, EventLog, end_event, refresh_event
 from deltaflow.runtime.listener import event_log_listener
 from deltaflow.runtime.maintenance import Maintainer
@@ -130,16 +131,18 @@ class PipelineRun:
         recorded = recorded_carriers(self.layout, self.graph, selected)  # what a carrier runs, it writes
         selected |= {self.graph.flows[d].target for ds in recorded.values() for d in ds}
         self.leases.acquire(selected)
-        refreshing = self._full_refresh_set(selected, set())
+        changes = DefinitionChanges.since_last_run(self.layout, self.graph, self.spec)
+        refreshing = self._full_refresh_set(selected, changed := changes.views(selected))  # rebuilt in full
         left = {u: ts for u, ts in leaving(self.resolver, self.layout, recorded, self.trigger_of).items()
                 if self.graph.flows[u].target not in refreshing}  # (a refreshed carrier starts anew anyway)
         if left:  # its carried tables are rebuilt, so that each flow runs alone with its state
-            refreshing = self._full_refresh_set(selected, {t for ts in left.values() for t in ts})
+            refreshing = self._full_refresh_set(selected, {t for ts in left.values() for t in ts} | changed)
             for carrier in left:
                 self.on_message(f"{carrier}: carries {', '.join(recorded[carrier])} no more")
                 leave(self.layout, self.graph, carrier)
         self.carry = plan_carries(self.resolver, self.layout, selected, refreshing, self.trigger_of)
         self.event_log.carried = {u: tuple(ds) for u, ds in self.carry.carriers.items()}
+        changes.record(self.layout, selected, refreshing, self.on_message)  # once the rebuilds are recorded
         for dataset in refreshing:
             refresh_dataset(self.writers, dataset, self.on_message)
         self.pending = [f.name for d in self.resolver.order() if d in selected
