@@ -61,7 +61,8 @@ _INSTALLED = ("site-packages", "dist-packages")
 _OWN = Path(__file__).resolve().parent  # deltaflow's own package
 
 
-def dataset_fingerprints(graph: PipelineGraph, root: str | Path, parameters: Mapping[str, str]) -> dict[str, str]:
+def dataset_fingerprints(graph: PipelineGraph, root: str | Path,
+                         parameters: Mapping[str, str]) -> dict[str, str]:
     """Each dataset's fingerprint (hex sha256), by name.
 
     Args:
@@ -79,7 +80,7 @@ def dataset_fingerprints(graph: PipelineGraph, root: str | Path, parameters: Map
 
 
 def normalized_sql(query: str) -> str:
-    """``query`` with each run of whitespace outside quotes made one space, and none at either end.
+    r"""``query`` with each run of whitespace outside quotes made one space, and none at either end.
 
     Example:
         >>> normalized_sql("SELECT  a,\\n   'x  y' FROM t ")
@@ -141,7 +142,8 @@ class _Fingerprinter:
         schema = dataset.schema if dataset.schema is None or isinstance(dataset.schema, str) else \
             _safe(dataset.schema.json)
         parts: list[Any] = [
-            ["kind", dataset.kind], ["comment", dataset.comment], ["partition_cols", list(dataset.partition_cols)],
+            ["kind", dataset.kind], ["comment", dataset.comment],
+            ["partition_cols", list(dataset.partition_cols)],
             ["table_properties", self.value(dict(dataset.table_properties))], ["schema", schema],
             ["refresh", self.value(dataset.refresh)], ["merge_schema", dataset.merge_schema],
             ["handler", self.value(dataset.handler)],
@@ -245,7 +247,8 @@ class _Fingerprinter:
         if isinstance(value, set | frozenset):
             return ["set", sorted(json.dumps(self.value(v, depth + 1)) for v in value)]
         if isinstance(value, Mapping):
-            items = [[json.dumps(self.value(k, depth + 1)), self.value(v, depth + 1)] for k, v in value.items()]
+            items = [[json.dumps(self.value(k, depth + 1)), self.value(v, depth + 1)]
+                     for k, v in value.items()]
             return ["dict", sorted(items, key=lambda item: item[0])]
         if isinstance(value, types.FunctionType | functools.partial):
             return ["function", self.function(value)]

@@ -55,7 +55,7 @@ def read_definitions_record(layout: StorageLayout) -> dict[str, Any] | None:
 
 
 def planned_messages(layout: StorageLayout, graph: PipelineGraph, spec: Spec) -> list[str]:
-    """What the next run will say of changed definitions (``dry-run``); nothing when the storage is unreadable.
+    """What the next run will say of changed definitions (``dry-run``); nothing if the storage is unreadable.
 
     Example:
         >>> planned_messages(layout, graph, spec)  # doctest: +SKIP
@@ -108,8 +108,9 @@ class DefinitionChanges:
         if record is None:
             return cls(fingerprints_of(graph, spec), kinds)
         entries = {str(k): v for k, v in record["datasets"].items() if isinstance(v, dict)}
-        return cls(fingerprints_of(graph, spec), kinds, {k: str(v.get("fingerprint")) for k, v in entries.items()},
-                   {k: str(v.get("kind")) for k, v in entries.items()}, record.get("written_at"))
+        prints = {k: str(v.get("fingerprint")) for k, v in entries.items()}
+        recorded_kinds = {k: str(v.get("kind")) for k, v in entries.items()}
+        return cls(fingerprints_of(graph, spec), kinds, prints, recorded_kinds, record.get("written_at"))
 
     def state(self, dataset: str) -> DefinitionState:
         """``dataset``'s definition against the record: changed, unchanged, new (not recorded) or removed."""
