@@ -132,6 +132,8 @@ class _Fingerprinter:
         self._active.add(name)
         try:
             digest = self._dataset(name)
+        except Exception as exc:  # never a reason not to load: a stable stand-in (changes go unseen)
+            digest = hashlib.sha256(f"unfingerprinted:{name}:{type(exc).__name__}".encode()).hexdigest()
         finally:
             self._active.discard(name)
         self._datasets[name] = digest
@@ -238,6 +240,12 @@ class _Fingerprinter:
 
     def value(self, value: Any, depth: int = 0) -> Any:
         """A JSON-able, stable stand-in for ``value`` (see the module's rules)."""
+        try:
+            return self._value(value, depth)
+        except Exception:  # an object that will not be looked at: its type stands for it
+            return [_qualified(type(value)), "?"]
+
+    def _value(self, value: Any, depth: int) -> Any:
         if depth > _MAX_DEPTH:
             return "..."
         if value is None or isinstance(value, bool | int | float | str | bytes | complex | enum.Enum):
