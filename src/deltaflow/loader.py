@@ -50,7 +50,8 @@ def definition_files(spec: Spec) -> list[Path]:
 def definitions_fingerprint(spec: Spec) -> str:
     """A digest of what a run's graph is built from: deltaflow's version, the spec, every definition file.
 
-    Secret values are left out (``Spec.redacted``). A module the definition files import is not in it.
+    Secret values are left out (``Spec.redacted``). A module the definition files import is not in it:
+    each dataset's fingerprint (:mod:`deltaflow.fingerprints`) sees the project's helpers.
 
     Example:
         >>> definitions_fingerprint(spec)  # doctest: +SKIP
