@@ -4,6 +4,7 @@
     deltaflow schema                 the JSON Schema of deltaflow.yml
     deltaflow setup                  resolve the JVM jars (Delta, Kafka connector, Kafka broker) once
     deltaflow dry-run [--json]       resolve and analyse the pipeline, write nothing
+    deltaflow plan [--json]          what changed since the last run, what the next run rebuilds
     deltaflow graph [--format text|json|mermaid|dot]
     deltaflow run [--available-now | --continuous | --once] [--refresh a,b] [--full-refresh a]
     deltaflow status [--json]        each flow's state, last batch, rates and backlog, without Spark
@@ -43,6 +44,7 @@ from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 
+from deltaflow.cli_plan import PLAN_VERBS
 from deltaflow.cli_project import PROJECT_VERBS
 from deltaflow.cli_shared import (
     JsonOption,
@@ -71,7 +73,7 @@ app = typer.Typer(
 app.add_typer(kafka_app, name="kafka")
 app.add_typer(s3_app, name="s3")
 app.add_typer(cluster_app, name="cluster")
-for verb in (*PROJECT_VERBS, *TABLE_VERBS):
+for verb in (*PROJECT_VERBS, *PLAN_VERBS, *TABLE_VERBS):
     app.command()(verb)
 
 def _version(value: bool) -> None:
@@ -225,9 +227,12 @@ def run(
 def _analyse(spec: Path | None, form: str) -> None:
     from deltaflow.render import FORMATS
 
-    resolver = load(spec).dry_run()
+    pipeline = load(spec)
+    resolver = pipeline.dry_run()
     for warning in resolver.warnings:
         say(f"warning: {warning}", err)
+    for line in pipeline.definition_notes():
+        say(line, err)
     for note in resolver.graph.notes:
         say(f"note: {note}", err)
     say(FORMATS[form](resolver))

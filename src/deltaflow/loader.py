@@ -23,6 +23,7 @@ from pathlib import Path
 
 from deltaflow.api import registering
 from deltaflow.errors import DeltaflowError, GraphError
+from deltaflow.fingerprints import dataset_fingerprints
 from deltaflow.graph import PipelineGraph
 from deltaflow.sources.delta import SparkProxy
 from deltaflow.spec import Spec
@@ -49,7 +50,8 @@ def definition_files(spec: Spec) -> list[Path]:
 def definitions_fingerprint(spec: Spec) -> str:
     """A digest of what a run's graph is built from: deltaflow's version, the spec, every definition file.
 
-    Secret values are left out (``Spec.redacted``). A module the definition files import is not in it.
+    Secret values are left out (``Spec.redacted``). A module the definition files import is not in it:
+    each dataset's fingerprint (:mod:`deltaflow.fingerprints`) sees the project's helpers.
 
     Example:
         >>> definitions_fingerprint(spec)  # doctest: +SKIP
@@ -113,6 +115,7 @@ def _load(spec: Spec) -> PipelineGraph:
                     message = "this line builds a Spark column, which needs Spark running while loading"
                 raise GraphError(message, location=_failing_line(exc, file)) from exc
     graph.validate()
+    graph.fingerprints = dataset_fingerprints(graph, spec.root, spec.parameters)  # now: the files as just run
     return graph
 
 

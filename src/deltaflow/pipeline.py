@@ -39,6 +39,7 @@ if TYPE_CHECKING:
 
     from deltaflow.commands.history import TableVersion
     from deltaflow.commands.optimize import OptimizeResult
+    from deltaflow.commands.plan import Plan
     from deltaflow.commands.quarantine import QuarantineReport
     from deltaflow.commands.replay import ReplayResult
     from deltaflow.commands.rewind import Rewind
@@ -266,27 +267,25 @@ class Pipeline:
                     news: NewInput | None = None) -> list[FlowOutcome] | None:
         """Each flow's outcome when a run has nothing to do (:meth:`reason_to_start` is None), else None.
 
-        Such a run ends without Spark; it takes and gives back the tables' leases as a run does, and logs
-        each flow as completed. ``news``: :meth:`new_input`'s answer, when already asked.
+        Such a run ends without Spark (``nothing_new.end_quietly``). ``news``: :meth:`new_input`'s answer.
         """
-        from deltaflow.runtime.event_log import EventLog, end_event
-        from deltaflow.runtime.outcomes import FlowOutcome
-        from deltaflow.storage.lease import TableLeases, lease_ttl
+        from deltaflow.runtime.nothing_new import end_quietly
 
         if (news or self.new_input(mode, plan)).reason is not None:
             return None
-        flows = self._running_flows()
-        log = EventLog(self.layout.event_log, self.name, trigger=self.trigger(mode).describe(),
-                       storage_options=self.layout.storage_options)
-        leases = TableLeases(self.layout, self.name, log.run_id, lease_ttl(self.spec.lease.ttl))
-        try:
-            leases.acquire({f.target for f in flows})  # another run writing them: refused, as at a start
-            for flow in flows:
-                log.add(end_event(self.name, log.run_id, flow.name, "completed", None))
-        finally:
-            log.close()
-            leases.release()
-        return [FlowOutcome(f.name, str(f.location), "completed") for f in flows]
+        return end_quietly(self.spec, self.layout, self._running_flows(), self.trigger(mode).describe())
+
+    def plan(self) -> Plan:
+        """What changed since the last run, and what the next run does; writes nothing (``commands.plan``)."""
+        from deltaflow.commands.plan import pipeline_plan
+
+        return pipeline_plan(self.spec, self.storage(), self.graph, self._running_flows())
+
+    def definition_notes(self) -> list[str]:
+        """One line per view or streaming table whose definition changed since the last run (dry-run)."""
+        from deltaflow.runtime.definition_changes import planned_messages
+
+        return planned_messages(self.layout, self.graph, self.spec)
 
     def _running_flows(self) -> list[Flow]:
         graph = self.graph

@@ -10,7 +10,8 @@ batch (its checkpoint's ``offsets/N`` with ``commits/N``) is compared with its s
 
 Anything that cannot be shown to be quiet starts Spark as before: a flow with no committed batch or a batch
 in flight, a source of another kind or that does not answer, a file source on a glob or object storage,
-definitions or spec changed since the last run (:func:`~deltaflow.loader.definitions_fingerprint`), a
+definitions or spec changed since the last run (:func:`~deltaflow.loader.definitions_fingerprint`, and
+each dataset's own fingerprint, which sees the project's helper modules too), a
 refresh or rewind to finish, a flow whose last run failed, table upkeep configured. A wrong "nothing new"
 could only delay rows to a later run, since no checkpoint moves; the checks only say it when they know.
 
@@ -40,9 +41,11 @@ from urllib.parse import unquote, urlparse
 from deltaflow.observe.backlog import BacklogProbe, committed_offsets
 from deltaflow.observe.graph_record import read_graph_record
 from deltaflow.runtime.checkpoints import unfinished_batch
+from deltaflow.runtime.definition_changes import DefinitionChanges
 
 if TYPE_CHECKING:
     from deltaflow.graph import Flow, PipelineGraph
+    from deltaflow.runtime.outcomes import FlowOutcome
     from deltaflow.spec import Spec
     from deltaflow.storage import FlowCheckpoint, StorageLayout
 
@@ -130,6 +133,9 @@ def new_input(spec: Spec, layout: StorageLayout, graph: PipelineGraph, flows: Se
     record = read_graph_record(layout)
     if record is None or record.get("fingerprint") != fingerprint:
         return NewInput("the definitions or the spec changed since the last run")
+    changed = DefinitionChanges.since_last_run(layout, graph, spec).changed  # a helper module, say
+    if changed:
+        return NewInput(f"the definition of '{changed[0]}' changed since the last run")
     if layout.rewound_tables():
         return NewInput("a rewind to finish")
     for dataset in graph.datasets:
@@ -155,6 +161,52 @@ def new_input(spec: Spec, layout: StorageLayout, graph: PipelineGraph, flows: Se
     finally:
         probe.close()
     return total
+
+
+def flows_input(spec: Spec, layout: StorageLayout, flows: Sequence[Flow]) -> dict[str, NewInput]:
+    """Each flow's own new input, every flow looked at (``deltaflow plan``); a carried flow: its carrier's.
+
+    Only the per-flow checks of :func:`new_input`: what the whole run has to do (a refresh to finish,
+    changed definitions) is the caller's to add.
+    """
+    try:
+        events = _last_events(layout, spec.name)
+    except Exception as exc:
+        return {f.name: NewInput(f"the event log cannot be read ({type(exc).__name__})") for f in flows}
+    probe = BacklogProbe(layout, spec.kafka)
+    found: dict[str, NewInput] = {}
+    try:
+        for flow in flows:
+            carrier = layout.carrier(layout.checkpoint(flow.target, flow.name))
+            try:
+                found[flow.name] = (NewInput("carried by another flow's query") if carrier is not None
+                                    else _flow_input(layout, probe, flow, events.get(flow.name, {})))
+            except Exception as exc:
+                found[flow.name] = NewInput(f"its checkpoint cannot be read ({type(exc).__name__})")
+    finally:
+        probe.close()
+    return found
+
+
+def end_quietly(spec: Spec, layout: StorageLayout, flows: Sequence[Flow], trigger: str) -> list[FlowOutcome]:
+    """End a run that has nothing to do without Spark: each flow logged as completed, under the leases.
+
+    It takes and gives back the tables' leases as a run does (another run writing them: refused).
+    """
+    from deltaflow.runtime.event_log import EventLog, end_event
+    from deltaflow.runtime.outcomes import FlowOutcome
+    from deltaflow.storage.lease import TableLeases, lease_ttl
+
+    log = EventLog(layout.event_log, spec.name, trigger=trigger, storage_options=layout.storage_options)
+    leases = TableLeases(layout, spec.name, log.run_id, lease_ttl(spec.lease.ttl))
+    try:
+        leases.acquire({f.target for f in flows})
+        for flow in flows:
+            log.add(end_event(spec.name, log.run_id, flow.name, "completed", None))
+    finally:
+        log.close()
+        leases.release()
+    return [FlowOutcome(f.name, str(f.location), "completed") for f in flows]
 
 
 def _last_events(layout: StorageLayout, pipeline: str) -> dict[str, dict[str, dict[str, Any]]]:

@@ -32,6 +32,7 @@ from deltaflow.runtime.carry_plan import (
     plan_carries,
     recorded_carriers,
 )
+from deltaflow.runtime.definition_changes import DefinitionChanges
 from deltaflow.runtime.event_log import REFRESH_KEY, EventLog, end_event, refresh_event
 from deltaflow.runtime.listener import event_log_listener
 from deltaflow.runtime.maintenance import Maintainer
@@ -127,7 +128,8 @@ class PipelineRun:
         finish_leaving(self.layout, self.graph)
         running = {n for n, d in self.graph.datasets.items() if d.runs}
         recorded = recorded_carriers(self.layout, self.graph, running)
-        refreshing = self._full_refresh_set(selected, set())
+        changes = DefinitionChanges.since_last_run(self.layout, self.graph, self.spec)
+        refreshing = self._full_refresh_set(selected, changes.views(selected))  # changed views: rebuilt
         left = [u for u in leaving(self.resolver, self.layout, recorded, self.trigger_of, selected)
                 if self.graph.flows[u].target not in refreshing]  # (a refreshed carrier starts anew anyway)
         self.leases.acquire({self.graph.flows[u].target for u in left})  # its checkpoint moves
@@ -135,6 +137,7 @@ class PipelineRun:
             leave(self.layout, self.graph, carrier)
         self.carry = plan_carries(self.resolver, self.layout, selected, refreshing, self.trigger_of)
         self.event_log.carried = {u: tuple(ds) for u, ds in self.carry.carriers.items()}
+        changes.record(self.layout, selected, refreshing, self.on_message)  # once the rebuilds are recorded
         for dataset in refreshing:
             refresh_dataset(self.writers, dataset, self.on_message)
         self.pending = [f.name for d in self.resolver.order() if d in selected

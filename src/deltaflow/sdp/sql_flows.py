@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from deltaflow.expectations import expect, expect_or_drop, expect_or_fail
+from deltaflow.fingerprints import SQL_ATTRIBUTE
 from deltaflow.graph import Dataset, Flow, PipelineGraph
 from deltaflow.registry import relative_location
 from deltaflow.sdp.notes import one_session, table_notes
@@ -69,4 +70,5 @@ def _query(definition: SqlDefinition, file: str) -> Callable[[], DataFrame]:
         return pipeline_sql(query, file, line)
 
     run_query.__name__ = definition.name
+    setattr(run_query, SQL_ATTRIBUTE, query)  # its fingerprint is the query, not this function's code
     return run_query

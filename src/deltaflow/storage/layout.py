@@ -14,6 +14,7 @@
     <storage>/_leases/<table>.json                           which run holds the table (one writer)
     <storage>/_event_log                                     one row per micro-batch of every flow
     <storage>/_pipeline/graph.json                           the resolved graph of the last run (`ui`)
+    <storage>/_pipeline/definitions.json                     each dataset's definition fingerprint, as run
     <storage>/_logs/spark.log                                Spark's own output in `deltaflow demo`
     <storage>/_warehouse                                     Spark's warehouse (local storage)
 
@@ -240,6 +241,11 @@ class StorageLayout:
     def graph_record(self) -> str:
         """The resolved dataset graph the last run wrote, for readers without Spark (``deltaflow ui``)."""
         return f"{self.root}/_pipeline/graph.json"
+
+    @property
+    def definitions_record(self) -> str:
+        """Each dataset's definition fingerprint as the runs so far have built it (``deltaflow plan``)."""
+        return f"{self.root}/_pipeline/definitions.json"
 
     @property
     def spark_log(self) -> str:
