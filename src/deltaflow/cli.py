@@ -48,10 +48,11 @@ from deltaflow.cli_tables import TABLE_VERBS
 from deltaflow.dev.cluster_cli import cluster_app
 from deltaflow.dev.kafka_cli import PortOption, kafka_app
 from deltaflow.dev.s3_cli import s3_app
-from deltaflow.errors import DeltaflowError
+from deltaflow.errors import DeltaflowError, FlowError
 from deltaflow.runtime.session import spark_log_of_run
 
 if TYPE_CHECKING:
+    from deltaflow.runtime.outcomes import FlowOutcome
     from deltaflow.spec import TriggerMode
 
 app = typer.Typer(
@@ -176,7 +177,7 @@ def run(
     ui_port: UiPortOption = None,
 ) -> None:
     """Run the pipeline's flows (default trigger: the spec's, else --available-now)."""
-    from deltaflow.progress import ProgressPrinter
+    from deltaflow.progress import ProgressPrinter, format_outcome
     from deltaflow.runtime.run_plan import RunPlan
 
     flags: list[tuple[TriggerMode, bool]] = [("available_now", available_now), ("continuous", continuous),
@@ -195,16 +196,19 @@ def run(
         say(f"note: {note}", err)
     printer = ProgressPrinter(console=err, quiet=quiet)
     server = start_ui(pipeline, port=ui_port) if ui else None
+    outcomes: Sequence[FlowOutcome] = ()
     try:
         with spark_log_of_run(pipeline.layout), stop_on_signals(at_once=True) as stop:
             outcomes = pipeline.run(mode, interval, stop=stop, plan=plan, on_batch=printer,
                                     on_message=lambda m: say(m, err))
+    except FlowError as exc:  # how each flow ended (the skipped ones too), then the error's line
+        outcomes = exc.outcomes
+        raise
     finally:
         if server is not None:
             server.stop()
-    for outcome in outcomes:
-        totals = printer.totals.get(outcome.flow)
-        say(f"{outcome.flow}: {outcome.state}, {totals.summary() if totals else '0 rows this run'}", err)
+        for outcome in outcomes:
+            say(format_outcome(outcome, printer.totals.get(outcome.flow)), err)
 
 
 def _analyse(spec: Path | None, form: str) -> None:
