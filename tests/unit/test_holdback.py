@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from types import SimpleNamespace
+from typing import Any
 
+import pytest
+
+from deltaflow.errors import FlowError
 from deltaflow.progress import FlowTotals, format_outcome
 from deltaflow.runtime.holdback import failed_upstream, run_failure, skipped
 from deltaflow.runtime.outcomes import FlowOutcome
@@ -44,3 +49,27 @@ def test_the_run_s_error_names_the_failed_flows_and_the_skipped_ones_and_each_sa
     assert [format_outcome(o, FlowTotals(rows=7) if o.flow == "bronze" else None) for o in outcomes] == [
         "bronze: completed, 7 rows this run", "silver: failed, 0 rows this run",
         "gold: skipped: upstream 'silver' failed", "platinum: skipped: upstream 'silver' failed"]
+
+
+def test_a_failing_full_refresh_fails_its_flows_and_the_refreshes_downstream_are_skipped(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from deltaflow.runtime import holdback
+
+    refreshed: list[str] = []
+
+    def refresh_dataset(writers: Any, dataset: str, on_message: Any) -> None:
+        refreshed.append(dataset)
+        raise FlowError(f"full refresh of '{dataset}' failed: boom", location="defs.py:9")
+
+    monkeypatch.setattr(holdback, "refresh_dataset", refresh_dataset)
+    flows = {"silver": [SimpleNamespace(name="silver", location="defs.py:9")],
+             "gold": [SimpleNamespace(name="gold", location="defs.py:20")]}
+    writers: Any = SimpleNamespace(resolver=SimpleNamespace(graph=SimpleNamespace(flows_into=flows.get)),
+                                   on_message=print)
+    inputs = {"silver": [("bronze", "stream")], "gold": [("silver", "batch")]}
+    failed = holdback.refresh(writers, "silver", {}, inputs.__getitem__)
+    assert failed == {"silver": FlowOutcome("silver", "defs.py:9", "failed",
+                                            "full refresh of 'silver' failed: boom")}
+    assert holdback.refresh(writers, "gold", failed, inputs.__getitem__) == {
+        "gold": skipped("gold", "defs.py:20", "silver")}
+    assert refreshed == ["silver"]  # gold is not recomputed from a table whose rebuild failed
