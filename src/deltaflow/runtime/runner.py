@@ -185,7 +185,7 @@ class PipelineRun:
                     self.pending.remove(name)
                 continue
             upstream = self._upstream_flows(name)
-            if all(self._settled(flow, mode) for flow, mode in upstream):
+            if all(self._settled(u, mode) for u, mode in upstream):
                 self.pending.remove(name)
                 flow = self.graph.flows[name]
                 held = holdback.failed_upstream((u for u, _ in upstream), self.finished, self.queries)
