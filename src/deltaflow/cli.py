@@ -44,10 +44,10 @@ from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 
+from deltaflow.cli_analyse import ANALYSE_VERBS
 from deltaflow.cli_plan import PLAN_VERBS
 from deltaflow.cli_project import PROJECT_VERBS
 from deltaflow.cli_shared import (
-    JsonOption,
     SpecOption,
     UiPortOption,
     err,
@@ -61,9 +61,11 @@ from deltaflow.cli_tables import TABLE_VERBS
 from deltaflow.dev.cluster_cli import cluster_app
 from deltaflow.dev.kafka_cli import PortOption, kafka_app
 from deltaflow.dev.s3_cli import s3_app
+from deltaflow.errors import FlowError
 from deltaflow.runtime.session import spark_log_of_run
 
 if TYPE_CHECKING:
+    from deltaflow.runtime.outcomes import FlowOutcome
     from deltaflow.spec import TriggerMode
 
 app = typer.Typer(
@@ -73,7 +75,7 @@ app = typer.Typer(
 app.add_typer(kafka_app, name="kafka")
 app.add_typer(s3_app, name="s3")
 app.add_typer(cluster_app, name="cluster")
-for verb in (*PROJECT_VERBS, *PLAN_VERBS, *TABLE_VERBS):
+for verb in (*PROJECT_VERBS, *ANALYSE_VERBS, *PLAN_VERBS, *TABLE_VERBS):
     app.command()(verb)
 
 def _version(value: bool) -> None:
@@ -176,8 +178,8 @@ def run(
     once: Annotated[bool, typer.Option("--once", help="Run one batch per flow, then exit.")] = False,
     interval: Annotated[str | None, typer.Option(help="Trigger interval for --continuous, e.g. "
                                                  "'10 seconds' (default: the spec's).")] = None,
-    refresh: Annotated[str | None, typer.Option(help="Only these datasets (comma-separated) and the "
-                                                "datasets they read.")] = None,
+    refresh: Annotated[str | None, typer.Option(help="Only these datasets (comma-separated); the others "
+                                                "are left as they are.")] = None,
     full_refresh: Annotated[str | None, typer.Option(help="Rebuild these datasets (comma-separated) and "
                                                      "everything downstream from scratch.")] = None,
     full_refresh_all: Annotated[bool, typer.Option("--full-refresh-all", help="Rebuild every dataset from "
@@ -188,7 +190,7 @@ def run(
     ui_port: UiPortOption = None,
 ) -> None:
     """Run the pipeline's flows (default trigger: the spec's, else --available-now)."""
-    from deltaflow.progress import ProgressPrinter
+    from deltaflow.progress import ProgressPrinter, format_outcome
     from deltaflow.runtime.run_plan import RunPlan
 
     flags: list[tuple[TriggerMode, bool]] = [("available_now", available_now), ("continuous", continuous),
@@ -212,59 +214,19 @@ def run(
         say(f"note: {note}", err)
     printer = ProgressPrinter(console=err, quiet=quiet)
     server = start_ui(pipeline, port=ui_port) if ui else None
+    outcomes: Sequence[FlowOutcome] = ()
     try:
         with spark_log_of_run(pipeline.layout), stop_on_signals(at_once=True) as stop:
             outcomes = pipeline.run(mode, interval, stop=stop, plan=plan, on_batch=printer,
                                     on_message=lambda m: say(m, err))
+    except FlowError as exc:  # how each flow ended (the skipped ones too), then the error's line
+        outcomes = exc.outcomes
+        raise
     finally:
         if server is not None:
             server.stop()
-    for outcome in outcomes:
-        totals = printer.totals.get(outcome.flow)
-        say(f"{outcome.flow}: {outcome.state}, {totals.summary() if totals else '0 rows this run'}", err)
-
-
-def _analyse(spec: Path | None, form: str) -> None:
-    from deltaflow.render import FORMATS
-
-    pipeline = load(spec)
-    resolver = pipeline.dry_run()
-    for warning in resolver.warnings:
-        say(f"warning: {warning}", err)
-    for line in pipeline.definition_notes():
-        say(line, err)
-    for note in resolver.graph.notes:
-        say(f"note: {note}", err)
-    say(FORMATS[form](resolver))
-    if form == "text":
-        stored = sum(1 for d in resolver.graph.datasets.values() if d.stored)
-        say(f"\ndry-run: ok, {len(resolver.graph.datasets)} dataset(s) ({stored} stored), "
-             f"{len(resolver.graph.flows)} flow(s) analysed; nothing was written")
-
-
-@app.command("dry-run")
-def dry_run(spec: SpecOption = None, as_json: JsonOption = False) -> None:
-    """Resolve and analyse the whole pipeline without writing a byte; exit 1 on the first problem.
-
-    Needs no running Kafka broker: an unreachable one is a warning here, an error at 'run'.
-    """
-    _analyse(spec, "json" if as_json else "text")
-
-
-@app.command()
-def graph(
-    spec: SpecOption = None,
-    form: Annotated[str, typer.Option("--format", "-f", help="text, json, mermaid or dot.")] = "text",
-    as_json: JsonOption = False,
-) -> None:
-    """Print the dataset graph: what each dataset reads, as text, JSON, Mermaid or Graphviz DOT."""
-    from deltaflow.render import FORMATS
-
-    if form not in FORMATS:
-        raise typer.BadParameter(f"'{form}' is not one of {', '.join(FORMATS)}", param_hint="--format")
-    if as_json and form not in ("text", "json"):
-        raise typer.BadParameter(f"--json and --format {form}: give one", param_hint="--json")
-    _analyse(spec, "json" if as_json else form)
+        for outcome in outcomes:
+            say(format_outcome(outcome, printer.totals.get(outcome.flow)), err)
 
 
 @app.command()

@@ -14,6 +14,10 @@ Example:
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from deltaflow.runtime.outcomes import FlowOutcome
 
 
 class DeltaflowError(Exception):
@@ -109,6 +113,8 @@ class FlowError(DeltaflowError):
     """One or more flows failed while running."""
 
     code = "DF-FLOW"
+    #: How each flow of the run ended, when a run raised it (the CLI prints them).
+    outcomes: tuple[FlowOutcome, ...] = ()
     fix = (
         "Read the cause in the line (the whole error is in <storage>/_logs/spark.log); fix the data or the "
         "definition and run again: nothing is written twice."

@@ -15,7 +15,7 @@ from typing import Any
 
 from rich.console import Console
 
-from deltaflow.runtime.outcomes import BatchProgress
+from deltaflow.runtime.outcomes import BatchProgress, FlowOutcome
 
 
 def format_batch(batch: BatchProgress) -> str:
@@ -27,6 +27,19 @@ def format_batch(batch: BatchProgress) -> str:
     return (f"{batch.flow}  batch {batch.batch_id}  +{batch.input_rows:,} rows  "
             f"in {batch.input_rows_per_second:,.0f}/s  processed {batch.processed_rows_per_second:,.0f}/s  "
             f"{batch.duration_ms:,} ms")
+
+
+def format_outcome(outcome: FlowOutcome, totals: FlowTotals | None) -> str:
+    """How a flow ended, as the run's last lines say it: its state and what it did, or why it did nothing.
+
+    Example:
+        >>> format_outcome(FlowOutcome("gold", "defs.py:20", "skipped", "upstream 'silver' failed"), None)
+        "gold: skipped: upstream 'silver' failed"
+
+    """
+    if outcome.state == "skipped":
+        return f"{outcome.flow}: skipped: {outcome.error}"
+    return f"{outcome.flow}: {outcome.state}, {totals.summary() if totals else '0 rows this run'}"
 
 
 def written(refresh: dict[str, Any]) -> str:

@@ -18,6 +18,10 @@ def bronze():
 @dp.table
 def checked():
     return spark.readStream.table("bronze").selectExpr("id", "raise_error(concat('bad id ', id)) AS x")
+
+@dp.materialized_view
+def summary():
+    return spark.read.table("checked").groupBy().count()
 """
 
 
@@ -35,6 +39,8 @@ def test_a_failed_flow_prints_one_line_and_leaves_its_stack_in_the_log(tmp_path:
     assert f"the full error is in {log}" in errors[0], errors[0]
     assert "\tat " not in done.stderr and "Traceback" not in done.stderr, done.stderr[-3000:]
     assert len(done.stderr.splitlines()) <= 6, done.stderr  # the run's header, the flows' lines, the error
+    assert "\nsummary: skipped: upstream 'checked' failed\n" in done.stderr, done.stderr  # not run on nothing
+    assert "; skipped downstream: 'summary'" in errors[0], errors[0]
     text = Path(log).read_text()
     assert "bad id e1" in text and "\tat org.apache.spark" in text, text[-3000:]
 

@@ -65,6 +65,8 @@ def write_log(layout: StorageLayout, batches: int = 20) -> None:
                                                          expectations=checks)))
     failure = end_event("shop", "run-2", "silver", "failed", "expectation 'positive' failed in flow 'silver'")
     second.add(ended(failure, start + timedelta(seconds=2 * batches)))
+    held = end_event("shop", "run-2", "gold", "skipped", "upstream 'silver' failed")  # rule 13
+    second.add(ended(held, start + timedelta(seconds=2 * batches + 1)))
     second.close()
     assert first.error is None and second.error is None
 
@@ -109,7 +111,8 @@ def test_state_shows_each_flow_its_errors_quality_and_runs(shop: tuple[Dashboard
     edge = {"from": "silver", "to": "silver_quarantine", "label": "quarantined rows"}
     assert edge in state["graph"]["edges"]
     assert (nodes["silver"]["state"], nodes["bronze"]["state"], nodes["gold"]["state"]) == \
-        ("failed", "running", None)
+        ("failed", "running", "skipped")
+    assert (flows["gold"]["state"], flows["gold"]["error"]) == ("skipped", "upstream 'silver' failed")
     assert {"from": "bronze", "to": "silver", "label": "stream"} in state["graph"]["edges"]
     quality = {q["table"]: q for q in state["quality"]}["silver"]
     assert {e["name"]: e["failed"] for e in quality["expectations"]} == {"known_customer": 10, "positive": 60}
@@ -158,6 +161,7 @@ def test_metrics_equal_the_event_log(shop: tuple[Dashboard, StorageLayout]) -> N
         sum(c["positive"] for c in checks)
     assert metric("deltaflow_flow_state", flow="silver", state="failed") == 1
     assert metric("deltaflow_flow_state", flow="silver", state="running") == 0
+    assert metric("deltaflow_flow_state", flow="gold", state="skipped") == 1
     assert metric("deltaflow_flow_backlog_kafka_offsets", flow="bronze") == 7
     assert metric("deltaflow_table_rows", table="silver_quarantine") == 2
 

@@ -74,6 +74,9 @@ def test_a_kafka_backlog_of_several_batches_of_input_is_falling_behind() -> None
 def test_states_from_the_last_event() -> None:
     ended = [batch(0), {**batch(0), "kind": "failed", "batch_id": None, "error": "boom"}]
     assert (flow_status("f", ended, NOW).state, flow_status("f", ended, NOW).error) == ("failed", "boom")
+    held = [batch(0), {**batch(0), "kind": "skipped", "batch_id": None, "error": "upstream 'silver' failed"}]
+    assert (flow_status("f", held, NOW).state, flow_status("f", held, NOW).error) == (
+        "skipped", "upstream 'silver' failed")
     assert flow_status("f", [batch(0, ago=600)], NOW).state == "silent"
     assert not flow_status("f", [batch(i, ago=600 - i) for i in range(5)], NOW).falling_behind
 

@@ -53,7 +53,7 @@ class FlowStatus:
     """What the event log (and, for the backlog, the flow's checkpoint and sources) says about one flow."""
 
     flow: str
-    state: str  # running, silent (no event for a while, no end logged), completed, stopped, failed
+    state: str  # running, silent (no event for a while, no end logged), completed, stopped, failed, skipped
     last_batch: int | None
     last_batch_at: datetime | None
     age_seconds: float | None
@@ -67,7 +67,7 @@ class FlowStatus:
     falling_behind: bool
     dropped_rows: int  # by expect_or_drop rules, over every logged batch
     quarantined_rows: int  # by expect_or_quarantine rules and dp.parse_json, over every logged batch
-    error: str | None
+    error: str | None  # failed: the cause; skipped: the failed flow upstream ("upstream 'x' failed")
     warnings: tuple[str, ...] = ()  # a stopped flow nearing the horizon of a table it reads
     refreshes: int = 0  # a materialized view's: batches that refreshed it
     rows_written: int = 0  # rows its refreshes wrote (a MERGE: the groups it changed)
@@ -235,7 +235,7 @@ def flow_status(flow: str, events: list[dict[str, Any]], now: datetime, backlog:
         delta_versions_behind=versions, kafka_offsets_behind=kafka, backlog_measured=measured,
         falling_behind=state == "running" and (growing or queued),
         dropped_rows=quality.get("_dropped", 0), quarantined_rows=quality.get("_quarantined", 0),
-        error=last["error"] if last["kind"] == "failed" else None,
+        error=last["error"] if last["kind"] in ("failed", "skipped") else None,
         refreshes=len(refreshes), rows_written=sum(r.get("rows_written") or 0 for r in refreshes),
         last_refresh_mode=refreshes[-1]["mode"] if refreshes else None,
     )

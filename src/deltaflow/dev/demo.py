@@ -286,8 +286,8 @@ def run_demo(*, seconds: int, rate: int, storage: Path, port: int, stop: threadi
             live.update(status())  # the batches committed while stopping
         timer.cancel()
         for outcome in outcomes:
-            if outcome.state == "failed":
-                console.print(f"{outcome.flow} failed: {outcome.error}", markup=False)
+            if outcome.state in ("failed", "skipped"):
+                console.print(f"{outcome.flow} {outcome.state}: {outcome.error}", markup=False)
         for feed in feeds:
             if feed.feeder.error is not None:
                 console.print(f"generator of {feed.label} failed: {feed.feeder.error}", markup=False)

@@ -53,7 +53,7 @@ ERRORS = 20
 RUNS = 20
 _EVENT_COLUMNS = [*COLUMNS, "run_id", "trigger", "durations_ms"]
 #: A dataset's state is its worst flow's.
-_SEVERITY = ["failed", "falling_behind", "running", "silent", "stopped", "completed"]
+_SEVERITY = ["failed", "skipped", "falling_behind", "running", "silent", "stopped", "completed"]
 
 
 def flow_state(status: FlowStatus) -> str:
@@ -247,7 +247,8 @@ def _runs(rows: list[dict[str, Any]], current: dict[str, str], intake: set[str] 
             if state == "running":
                 flows[flow] = current.get(flow, "silent") if run["run_id"] == newest else "silent"
         ends = set(flows.values())
-        outcome = next((s for s in ("failed", "running", "falling_behind", "silent", "stopped") if s in ends),
+        outcome = next((s for s in ("failed", "skipped", "running", "falling_behind", "silent", "stopped")
+                        if s in ends),
                        "completed")
         found.append({**run, "outcome": "running" if outcome == "falling_behind" else outcome,
                       "started": run["started"].isoformat(), "ended": run["ended"].isoformat()})

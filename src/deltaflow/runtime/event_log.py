@@ -56,7 +56,7 @@ class BatchEvent:
     run_id: str
     flow: str
     query_id: str
-    kind: str  # "batch", or how the flow ended: "completed", "stopped", "failed"
+    kind: str  # "batch", or how the flow ended: "completed", "stopped", "failed", "skipped"
     batch_id: int | None
     start_time: datetime
     end_time: datetime

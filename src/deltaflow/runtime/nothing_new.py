@@ -226,8 +226,8 @@ def _flow_input(layout: StorageLayout, probe: BacklogProbe, flow: Flow,
         return NewInput("no batch committed yet")
     if unfinished_batch(layout.fs, checkpoint) is not None:
         return NewInput("a batch in flight")
-    if events.get("end", {}).get("kind") == "failed":
-        return NewInput("it failed in its last run")
+    if (end := events.get("end", {}).get("kind")) in ("failed", "skipped"):
+        return NewInput(f"it {'failed' if end == 'failed' else 'was skipped'} in its last run")
     offsets = committed_offsets(layout, checkpoint)
     batch = events.get("batch")
     if offsets is None or batch is None or not batch.get("sources"):

@@ -58,12 +58,13 @@ class BatchProgress:
 
 @dataclass(frozen=True)
 class FlowOutcome:
-    """How a flow ended."""
+    """How a flow ended (``skipped``: not started, as ``upstream`` failed in the run; see ``holdback``)."""
 
     flow: str
     location: str
-    state: Literal["completed", "stopped", "failed", "not started"]
-    error: str | None = None
+    state: Literal["completed", "stopped", "failed", "skipped", "not started"]
+    error: str | None = None  # failed: the cause; skipped: why
+    upstream: str | None = None  # skipped: the failed flow it waited for
 
 
 ProgressCallback = Callable[[BatchProgress], None]

@@ -22,8 +22,9 @@ import threading
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from deltaflow.errors import FlowError, LeaseError, StorageError, first_line
+from deltaflow.errors import LeaseError, StorageError, first_line
 from deltaflow.resolve.resolver import Resolver
+from deltaflow.runtime import holdback
 from deltaflow.runtime.carry_plan import (
     CarryPlan,
     finish_leaving,
@@ -37,7 +38,7 @@ from deltaflow.runtime.event_log import REFRESH_KEY, EventLog, end_event, refres
 from deltaflow.runtime.listener import event_log_listener
 from deltaflow.runtime.maintenance import Maintainer
 from deltaflow.runtime.outcomes import BatchProgress, FlowOutcome, MessageCallback, ProgressCallback
-from deltaflow.runtime.refresh import FullRefresh, refresh_dataset
+from deltaflow.runtime.refresh import FullRefresh
 from deltaflow.runtime.run_plan import RunPlan
 from deltaflow.runtime.stopping import stop_between_batches
 from deltaflow.runtime.table_check import check_tables
@@ -138,10 +139,10 @@ class PipelineRun:
         self.carry = plan_carries(self.resolver, self.layout, selected, refreshing, self.trigger_of)
         self.event_log.carried = {u: tuple(ds) for u, ds in self.carry.carriers.items()}
         changes.record(self.layout, selected, refreshing, self.on_message)  # once the rebuilds are recorded
-        for dataset in refreshing:
-            refresh_dataset(self.writers, dataset, self.on_message)
+        for dataset in refreshing:  # one failing: its flows and their readers do not run
+            self._end_now(holdback.refresh(self.writers, dataset, self.finished, self._upstream_flows))
         self.pending = [f.name for d in self.resolver.order() if d in selected
-                        for f in self.graph.flows_into(d)]
+                        for f in self.graph.flows_into(d) if f.name not in self.finished]
         self._start_ready(threading.Event())
 
     def trigger_of(self, flow: str) -> Trigger:
@@ -179,9 +180,22 @@ class PipelineRun:
                 if name in self.queries or name in self.finished:
                     self.pending.remove(name)
                 continue
-            if all(self._settled(upstream, mode) for upstream, mode in self._upstream_flows(name)):
+            upstream = self._upstream_flows(name)
+            if all(self._settled(u, mode) for u, mode in upstream):
                 self.pending.remove(name)
-                self._start(self.graph.flows[name])
+                flow = self.graph.flows[name]
+                held = holdback.failed_upstream((u for u, _ in upstream), self.finished, self.queries)
+                if held is None:
+                    self._start(flow)
+                else:  # rule 13: never run on partial input (what it carries reads only its table)
+                    flows = [flow, *(self.graph.flows[d] for d in self.carry.carriers.get(name, ()))]
+                    self._end_now({f.name: holdback.skipped(f.name, str(f.location), held) for f in flows})
+
+    def _end_now(self, outcomes: Mapping[str, FlowOutcome]) -> None:
+        """Flows that do not run in this run, logged at once (for `status` and `ui`)."""
+        self.finished = {**self.finished, **outcomes}
+        for outcome in outcomes.values():
+            self._log_end(outcome)
 
     def _upstream_flows(self, flow: str) -> list[tuple[str, ReadMode]]:
         stored = self.resolver.flow_stored_inputs(flow)
@@ -190,15 +204,17 @@ class PipelineRun:
     def _settled(self, flow: str, mode: ReadMode) -> bool:
         """Whether a flow reading ``flow``'s output (as ``mode``) may start.
 
-        Yes once ``flow`` has finished. A continuous ``flow`` is read as a stream at once; read as a batch
-        (a dimension in a stream-static join) only after its first trigger, so the reader's first batch
-        does not join against a table that is still being filled.
+        Yes once ``flow`` has finished (its ended query looked at: restarted? failed?). A continuous ``flow``
+        is read as a stream at once; read as a batch (a dimension in a stream-static join) only after its
+        first trigger, so the reader's first batch does not join against a table that is still being filled.
         """
         if flow in self.pending:
             return False
         query = self.queries.get(flow)
-        if query is None or not query.isActive:
+        if query is None:
             return True
+        if not query.isActive:  # (a carried flow's query is its carrier's)
+            return self._flow_of_query.get(str(query.id), flow) in self._ended
         if self.trigger_of(flow).stops_by_itself:
             return False
         return mode == "stream" or query.lastProgress is not None
@@ -359,21 +375,8 @@ class PipelineRun:
         stop_between_batches(self.queries, grace_seconds)
 
     def outcomes(self, stopped: bool) -> list[FlowOutcome]:
-        """The state each flow ended in, in definition order."""
-        result = []
-        for name, flow in self.graph.flows.items():
-            location = str(flow.location)
-            query = self.queries.get(name)
-            if name in self.finished:
-                result.append(self.finished[name])
-            elif query is None:
-                if self.graph.datasets[flow.target].runs and name in self.pending:
-                    result.append(FlowOutcome(name, location, "not started"))
-            elif (error := query.exception()) is not None:
-                result.append(FlowOutcome(name, location, "failed", first_line(error)))
-            else:
-                result.append(FlowOutcome(name, location, "stopped" if stopped else "completed"))
-        return result
+        """The state each flow ended in, in definition order (see :func:`~.holdback.run_outcomes`)."""
+        return holdback.run_outcomes(self.graph, self.finished, self.queries, self.pending, stopped)
 
     def abort(self) -> None:
         """Stop whatever started, after a failure to start the run."""
@@ -383,11 +386,9 @@ class PipelineRun:
         self.leases.release()
 
     def finish(self, stop: threading.Event) -> list[FlowOutcome]:
-        """Wait (see :meth:`wait`), and raise :class:`FlowError` naming every failed flow."""
+        """Wait (see :meth:`wait`), and raise :class:`FlowError` naming every failed and skipped flow."""
         outcomes = self.wait(stop)
-        failed = [o for o in outcomes if o.state == "failed"]
-        if failed:
-            names = "; ".join(f"'{o.flow}' ({o.location}): {o.error}" for o in failed)
-            raise FlowError(f"{len(failed)} flow(s) failed: {names}")
+        if (error := holdback.run_failure(outcomes)) is not None:
+            raise error
         return outcomes
 

@@ -37,7 +37,7 @@ from typing import Any
 
 from deltaflow.commands.status import quality_totals
 
-STATES = ("running", "falling_behind", "completed", "stopped", "failed", "silent")
+STATES = ("running", "falling_behind", "completed", "stopped", "failed", "skipped", "silent")
 
 
 def families(state: dict[str, Any], events: list[dict[str, Any]]) -> Iterator[Any]:

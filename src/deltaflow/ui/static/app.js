@@ -1,7 +1,7 @@
 'use strict';
 // deltaflow dashboard: renders api/state (pushed over api/events) in place, without ever reloading.
 
-const STATES = ['running', 'falling_behind', 'completed', 'stopped', 'failed', 'silent'];
+const STATES = ['running', 'falling_behind', 'completed', 'stopped', 'failed', 'skipped', 'silent'];
 const PALETTE = ['#1a73e8', '#e37400', '#1e8e3e', '#9334e6', '#12b5cb', '#d01884', '#5f6368', '#f9ab00'];
 const NUM = new Intl.NumberFormat('en-US');
 const SVGNS = 'http://www.w3.org/2000/svg';
