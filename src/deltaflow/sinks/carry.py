@@ -3,9 +3,9 @@
 A streaming table read only by streams costs a hop: its flow commits, then the next flow's query notices
 the commit, plans a batch over the new files, reads them back and writes its own table. When a flow *D*
 reads nothing but the stream of one table, and that table's one flow *U* is a plain append, *U*'s query
-can write both tables from one micro-batch: *D*'s query runs over *U*'s rows before they are written
-(its state, a ``dropDuplicatesWithinWatermark`` say, kept in *U*'s checkpoint), and each table gets its own
-rows in the same batch. Readers still see two Delta tables, and ``status`` and the event log two flows.
+can write both tables from one micro-batch: *D*'s query runs over *U*'s rows before they are written, and
+each table gets its own rows in the same batch. Readers still see two Delta tables, and ``status`` and the
+event log two flows.
 
 How the one query writes two tables: its rows are the union of *U*'s rows and *D*'s, each branch in a
 struct column of its own (``_df_0`` for *U*, ``_df_1``... for the carried flows) and null in the
@@ -15,16 +15,16 @@ The batch is persisted once, and each table's rows appended from it, each write 
 flow's ``txnAppId`` and the batch id (:mod:`deltaflow.sinks.txn_append`): a batch replayed after a
 crash between the two commits writes only what is missing.
 
-A checkpoint keeps its sources and stateful operators for good, so a carrier whose carried flows change
-moves to a new generation of its checkpoint holding its own sources' offsets alone
-(:func:`deltaflow.runtime.checkpoints.copy_own_sources`), and the flows it carried are rebuilt by a full
-refresh (:mod:`deltaflow.runtime.carry_plan`).
+A checkpoint keeps its sources for good, so a carrier whose carried flows change moves to a new generation
+of its checkpoint holding its own sources' offsets alone
+(:func:`deltaflow.runtime.checkpoints.copy_own_sources`), and each flow it carried goes on alone from the
+version of *U*'s table after the last batch that wrote its own (:mod:`deltaflow.runtime.carry_plan`).
 
 When: *D* reads only *U*'s table, as a stream, without options; *U* and *D* are the only writers of their
 tables, plain appends (no auto CDC, no foreach-batch sink, no expectations, no schema evolution, no
-declared schema on *U*'s table) with the same trigger; and both start fresh (no batch committed), since
-*D*'s state cannot be carried over from a query of its own. A carried flow that stops qualifying (its
-definition changed, or it is fully refreshed) runs alone again from a full refresh of its table.
+declared schema on *U*'s table) with the same trigger; *D* keeps no state (which could not follow it out
+of *U*'s query when a verb needs it alone); and both start fresh (no batch committed). A carried flow that
+stops qualifying, or that a verb needs alone, goes on alone from where its table stands, nothing rebuilt.
 :func:`carrier_of` says why a flow is not carried; ``deltaflow graph`` shows it.
 
 Example:
