@@ -27,7 +27,7 @@ def changes(
     from deltaflow.commands.changes import json_line
     from deltaflow.views import changes_table
 
-    rows = load(spec, reading=True).changes(table, start, end)
+    rows = load(spec, reading=True).changes(table, start, end, on_message=lambda note: say(note, err))
     if as_json:
         for row in rows:
             say(json_line(row))

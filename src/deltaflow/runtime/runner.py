@@ -43,6 +43,7 @@ from deltaflow.runtime.stopping import stop_between_batches
 from deltaflow.runtime.table_check import check_tables
 from deltaflow.runtime.triggers import Trigger
 from deltaflow.sinks.materialize import outdated
+from deltaflow.sinks.tables import hold_declared_properties
 from deltaflow.sinks.writer import FlowWriters
 from deltaflow.storage.lease import TableLeases, lease_ttl
 
@@ -130,6 +131,7 @@ class PipelineRun:
         recorded = recorded_carriers(self.layout, self.graph, selected)  # what a carrier runs, it writes
         selected |= {self.graph.flows[d].target for ds in recorded.values() for d in ds}
         self.leases.acquire(selected)
+        hold_declared_properties(self.resolver, selected, self.on_message)  # before any flow or refresh
         refreshing = self._full_refresh_set(selected, set())
         left = {u: ts for u, ts in leaving(self.resolver, self.layout, recorded, self.trigger_of).items()
                 if self.graph.flows[u].target not in refreshing}  # (a refreshed carrier starts anew anyway)
