@@ -370,14 +370,10 @@ class Pipeline:
 
     def changes(self, table: str, start: int = 0, end: int | None = None,
                 on_message: Callable[[str], None] | None = None) -> list[dict[str, Any]]:
-        """``table``'s Change Data Feed rows between versions ``start`` and ``end`` (default: latest).
-
-        A ``start`` before the change feed began reads from where it began; ``on_message`` is told which.
-        """
+        """``table``'s Change Data Feed rows, versions ``start`` (or the feed's first) to ``end`` (latest)."""
         from deltaflow.commands.changes import table_changes
 
-        spec_file = self.spec.path.name if self.spec.path else "deltaflow.yml"
-        return table_changes(self.storage(), table, start, end, on_message, spec_file)
+        return table_changes(self.storage(), table, start, end, on_message, self.spec.path)
 
     def history(self, table: str, limit: int = 20) -> list[TableVersion]:
         """``table``'s newest ``limit`` versions (0: all), each with the flow and batch that wrote it."""

@@ -1,4 +1,4 @@
-"""Table properties declared after a table exists hold on it from the next run: one SET TBLPROPERTIES commit."""
+"""Table properties declared after a table exists hold on it from the next run: one SET TBLPROPERTIES."""
 
 from __future__ import annotations
 
@@ -29,8 +29,8 @@ CDF = "delta.enableChangeDataFeed"
 
 
 def operations(project, table: str, since: int) -> list[str]:  # type: ignore[no-untyped-def]
-    delta = DeltaTable(project.table(table))
-    return [c["operation"] for c in sorted(delta.history(), key=lambda c: c["version"]) if c["version"] > since]
+    commits = sorted(DeltaTable(project.table(table)).history(), key=lambda c: c["version"])
+    return [c["operation"] for c in commits if c["version"] > since]
 
 
 def test_a_property_declared_later_is_set_on_the_existing_tables_once(spark, make_project, capsys) -> None:  # type: ignore[no-untyped-def]
@@ -38,8 +38,8 @@ def test_a_property_declared_later_is_set_on_the_existing_tables_once(spark, mak
     project.drop("0.json", [{"action": "buy", "amount": 3}, {"action": "view", "amount": 0}])
     project.run(spark)
     with pytest.raises(ConfigError, match=r"table 'gold_actions' does not record its changes \(declare it in "
-                       r"\S+defs.py:\d+: @dp.materialized_view\(table_properties=\{\"delta.enableChangeDataFeed\": "
-                       r"\"true\"\}\), or for every table, in deltaflow.yml: table_properties: "
+                       r"\S+defs.py:\d+: @dp.materialized_view\(table_properties=\{\"delta.enableChange"
+                       r"DataFeed\": \"true\"\}\), or for every table, in deltaflow.yml: table_properties: "
                        r"\{delta.enableChangeDataFeed: \"true\"\}"):
         project.pipeline().changes("gold_actions")
     before = {t: DeltaTable(project.table(t)).version() for t in ("events", "gold_actions")}

@@ -79,21 +79,21 @@ def test_a_table_without_a_change_feed_is_told_how_to_declare_one_where_it_is_de
 
     layout.fs.write_text(layout.graph_record, json.dumps({"datasets": [
         {"dataset": "gold_actions", "kind": "materialized_view", "location": "transformations/p.py:41"}]}))
-    with pytest.raises(ConfigError, match=r'in transformations/p.py:41: @dp.materialized_view\(table_properties='
-                       r'\{"delta.enableChangeDataFeed": "true"\}\), or for every table, in deltaflow.yml'):
+    with pytest.raises(ConfigError, match=r'in transformations/p.py:41: @dp.materialized_view\('
+                       r'table_properties=\{"delta.enableChangeDataFeed": "true"\}\), or for every table, in '
+                       r'deltaflow.yml'):
         table_changes(layout, "gold_actions", 0)
     layout.fs.write_text(layout.graph_record, json.dumps({"datasets": [
         {"dataset": "gold_actions", "kind": "materialized_view", "location": "transformations/g.sql:3"}]}))
     with pytest.raises(ConfigError, match=r"in transformations/g.sql:3: TBLPROPERTIES \("
-                       r"'delta.enableChangeDataFeed' = 'true'\)"):
-        table_changes(layout, "gold_actions", 0, spec_file="spark-pipeline.yml")
+                       r"'delta.enableChangeDataFeed' = 'true'\), or for every table, in spark-pipeline.yml"):
+        table_changes(layout, "gold_actions", 0, spec=tmp_path / "spark-pipeline.yml")
 
 
 def test_declared_properties_a_table_holds_are_not_set_again() -> None:
-    held = {"delta.enablechangedatafeed": "TRUE", "delta.minWriterVersion": "7",
-            "delta.feature.deletionVectors": "supported", "delta.logRetentionDuration": "interval 30 days"}
-    declared = {"delta.enableChangeDataFeed": "true", "delta.minWriterVersion": "4",
-                "delta.feature.deletionVectors": "supported", "delta.logRetentionDuration": "interval 30 days"}
+    kept = {"delta.feature.deletionVectors": "supported", "delta.logRetentionDuration": "interval 30 days"}
+    held = {"delta.enablechangedatafeed": "TRUE", "delta.minWriterVersion": "7", **kept}
+    declared = {"delta.enableChangeDataFeed": "true", "delta.minWriterVersion": "4", **kept}
     assert to_set(declared, held) == {}
     assert to_set({**declared, "delta.logRetentionDuration": "interval 7 days", "owner": "me"}, held) == {
         "delta.logRetentionDuration": "interval 7 days", "owner": "me"}

@@ -24,6 +24,7 @@ from deltaflow.properties import CHANGE_FEED, declaration_hint
 
 if TYPE_CHECKING:
     from collections.abc import Callable
+    from pathlib import Path
 
     from deltaflow.storage import StorageLayout
 
@@ -33,16 +34,17 @@ CHANGE_COLUMNS = ("_commit_version", "_change_type", "_commit_timestamp")
 
 def table_changes(layout: StorageLayout, table: str, start: int, end: int | None = None,
                   on_message: Callable[[str], None] | None = None,
-                  spec_file: str = "deltaflow.yml") -> list[dict[str, Any]]:
+                  spec: Path | None = None) -> list[dict[str, Any]]:
     """The change rows of ``table`` from version ``start`` to ``end`` (default: the latest), in commit order.
 
     Within a commit: deletes, update pre- and post-images, inserts, each kind ordered by the row's values, so
     the same range reads the same however the commit's rows are spread over files. A ``start`` before the
-    change feed began is moved to the version it began at, and ``on_message`` is told.
+    change feed began is moved to the version it began at, and ``on_message`` is told. ``spec``: the
+    pipeline's spec file, named in the hint on declaring a change feed.
 
     Raises:
         ConfigError: The table does not exist, does not record its changes (the hint says how to declare
-            it in the table's definition or in ``spec_file``), the versions are out of range or before the
+            it in the table's definition or in ``spec``), the versions are out of range or before the
             change feed began, or VACUUM has deleted their files.
 
     """
@@ -51,6 +53,7 @@ def table_changes(layout: StorageLayout, table: str, start: int, end: int | None
 
     delta = open_table(layout, table)
     if not _records(delta.metadata().configuration):
+        spec_file = spec.name if spec is not None else "deltaflow.yml"
         declare = declaration_hint(CHANGE_FEED, "true", *_definition(layout, table), spec_file)
         raise ConfigError(f"table '{table}' does not record its changes", hint=f"declare it {declare}"
                           "; the next run sets it on the table, and changes are recorded from then on")
