@@ -29,13 +29,17 @@ def changes(
     from deltaflow.commands.changes import json_line
     from deltaflow.views import changes_table
 
-    rows = load(spec, reading=True).changes(table, start, end)
+    notes: list[str] = []  # the feed began after start: read from there
+    rows = load(spec, reading=True).changes(table, start, end, on_message=notes.append)
+    for note in notes:
+        say(note, err)
     if as_json:
         for row in rows:
             say(json_line(row))
         return
     if not rows:
-        say(f"{table}: no changes from version {start} to {'the latest' if end is None else end}")
+        since = "since its change feed began" if notes else f"from version {start}"
+        say(f"{table}: no changes {since} to {'the latest' if end is None else end}")
         return
     out.print(changes_table(table, rows, limit))
     if 0 < limit < len(rows):

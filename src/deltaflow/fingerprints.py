@@ -30,6 +30,7 @@ Example:
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import enum
 import functools
@@ -146,7 +147,7 @@ class _Fingerprinter:
         parts: list[Any] = [
             ["kind", dataset.kind], ["comment", dataset.comment],
             ["partition_cols", list(dataset.partition_cols)],
-            ["table_properties", self.value(dict(dataset.table_properties))], ["schema", schema],
+            ["schema", schema],  # (table properties are set in place: deltaflow.properties)
             ["refresh", self.value(dataset.refresh)], ["merge_schema", dataset.merge_schema],
             ["handler", self.value(dataset.handler)],
         ]
@@ -301,11 +302,21 @@ def _strings(consts: tuple[Any, ...]) -> Iterator[str]:
 
 
 def _source(func: types.FunctionType) -> Any:
-    """The function's source as tokens; without source, its bytecode and constants, nested code too."""
+    """The function's source as tokens; without source, its bytecode and constants, nested code too.
+
+    Its decorators are left out: what they declare counts through the dataset's and flow's own fields,
+    and a table property is set on the table in place (:mod:`deltaflow.properties`), not rebuilt.
+    """
     try:
-        return normalized_python(inspect.getsource(func))
+        source = textwrap.dedent(inspect.getsource(func))
     except (OSError, TypeError):
         return _bytecode(func.__code__)
+    try:
+        node = ast.parse(source).body[0]
+        source = "\n".join(source.splitlines()[node.lineno - 1:])
+    except (SyntaxError, IndexError):  # a lambda's line: as it is
+        pass
+    return normalized_python(source)
 
 
 def _bytecode(code: types.CodeType) -> Any:

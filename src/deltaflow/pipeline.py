@@ -25,7 +25,7 @@ import shutil
 import tempfile
 import threading
 import weakref
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -365,11 +365,12 @@ class Pipeline:
 
         return pipeline_status(self.spec, self.storage().read_once())
 
-    def changes(self, table: str, start: int = 0, end: int | None = None) -> list[dict[str, Any]]:
-        """``table``'s Change Data Feed rows between versions ``start`` and ``end`` (default: latest)."""
+    def changes(self, table: str, start: int = 0, end: int | None = None,
+                on_message: Callable[[str], None] | None = None) -> list[dict[str, Any]]:
+        """``table``'s Change Data Feed rows, versions ``start`` (or the feed's first) to ``end`` (latest)."""
         from deltaflow.commands.changes import table_changes
 
-        return table_changes(self.storage(), table, start, end)
+        return table_changes(self.storage(), table, start, end, on_message, self.spec.path)
 
     def history(self, table: str, limit: int = 20) -> list[TableVersion]:
         """``table``'s newest ``limit`` versions (0: all), each with the flow and batch that wrote it."""

@@ -135,6 +135,17 @@ def test_declarations_and_expectations_count(shop: Project) -> None:
     assert changed(before, prints(shop)) == {"bronze", "silver"}
 
 
+def test_a_table_property_is_not_a_changed_definition(shop: Project) -> None:
+    """It is set on the table in place by the next run (deltaflow.properties): nothing to rebuild."""
+    before = prints(shop)
+    edit(shop, "@dp.materialized_view\ndef gold",
+         "@dp.materialized_view(table_properties={'delta.enableChangeDataFeed': 'true'})\ndef gold")
+    assert prints(shop) == before
+    edit(shop, "table_properties={'delta.enableChangeDataFeed': 'true'})",
+         "table_properties={'delta.enableChangeDataFeed': 'true'}, comment='Counts')")
+    assert changed(before, prints(shop)) == {"gold"}
+
+
 def test_a_run_records_what_it_ran_and_the_next_compares(shop: Project) -> None:
     pipeline = Pipeline.load(shop.spec_path)
     layout, graph = pipeline.layout, pipeline.graph

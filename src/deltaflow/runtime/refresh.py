@@ -97,13 +97,18 @@ def _refill(writers: FlowWriters, dataset: str, refresh: FullRefresh,
             on_message: Callable[[str], None]) -> None:
     from deltaflow.errors import FlowError, first_line
     from deltaflow.faults import crash_point
+    from deltaflow.properties import table_settings
     from deltaflow.runtime.triggers import Trigger
-    from deltaflow.sinks.tables import ensure_table, replace_rows
+    from deltaflow.sinks.tables import ensure_table, replace_rows, set_declared
 
     resolver = writers.resolver
     spec = resolver.graph.datasets[dataset]
-    ensure_table(writers.spark, spec, refresh.staging, resolver.schemas[dataset],
-                 resolver.table_properties(dataset))
+    properties = resolver.table_properties(dataset)
+    if writers.layout.fs.exists(f"{refresh.staging}/_delta_log"):  # an interrupted refresh's: as declared now
+        set_declared(writers.spark, spec, refresh.staging, properties,
+                     table_settings(writers.layout.open_table(refresh.staging)))
+    else:
+        ensure_table(writers.spark, spec, refresh.staging, resolver.schemas[dataset], properties)
     for flow in resolver.graph.flows_into(dataset):
         query = writers.start(flow, Trigger("available_now"), into=refresh.staging)
         assert query is not None  # a streaming table's flow always runs

@@ -44,6 +44,7 @@ from deltaflow.runtime.stopping import stop_between_batches
 from deltaflow.runtime.table_check import check_tables
 from deltaflow.runtime.triggers import Trigger
 from deltaflow.sinks.materialize import outdated
+from deltaflow.sinks.tables import hold_declared_properties
 from deltaflow.sinks.writer import FlowWriters
 from deltaflow.storage.lease import TableLeases, lease_ttl
 
@@ -127,6 +128,7 @@ class PipelineRun:
         stored = [d for d, spec in self.graph.datasets.items() if spec.stored]
         self.resolver.resolve(check_tables(self.layout, stored, self.on_message))
         finish_leaving(self.layout, self.graph)
+        hold_declared_properties(self.resolver, selected, self.on_message)  # before any flow or refresh
         running = {n for n, d in self.graph.datasets.items() if d.runs}
         recorded = recorded_carriers(self.layout, self.graph, running)
         changes = DefinitionChanges.since_last_run(self.layout, self.graph, self.spec)

@@ -6,11 +6,12 @@ newest checkpoint and the commits after it) are checked one by one and the first
 with what to do. A damaged ``_last_checkpoint`` (only a hint of where the newest checkpoint is) is removed:
 Delta finds the checkpoint by listing the log without it. A failure with no damaged file found is left to
 Spark (deltalake may lack a feature Spark has). A table read is one that exists, which the run then need
-not ask Delta to create.
+not ask Delta to create; what it holds of its properties (:func:`deltaflow.properties.table_settings`) is
+kept, so that the run sets the declared ones it lacks without reading the table again.
 
 Example:
-    >>> check_tables(layout, ["bronze", "silver"], print)  # doctest: +SKIP
-    {'bronze', 'silver'}
+    >>> sorted(check_tables(layout, ["bronze", "silver"], print))  # doctest: +SKIP
+    ['bronze', 'silver']
 
 """
 
@@ -31,28 +32,28 @@ _ENTRY = re.compile(r"^(\d{20})\.(json|checkpoint\.parquet)$")
 
 
 def check_tables(layout: StorageLayout, datasets: Iterable[str],
-                 on_message: Callable[[str], None]) -> set[str]:
-    """Check the Delta log of each of ``datasets`` that has one; returns those read (they exist).
+                 on_message: Callable[[str], None]) -> dict[str, dict[str, str]]:
+    """Check the Delta log of each of ``datasets`` that has one; returns those read, with their properties.
 
-    Each repair made is passed to ``on_message``.
+    A table read is one that exists. Each repair made is passed to ``on_message``.
 
     Raises:
         ConfigError: A log file is damaged (see :func:`check_table_log`).
 
     """
-    existing = set()
+    existing = {}
     for dataset in datasets:
         if layout.fs.exists(layout.delta_log(dataset)):
-            read, repairs = check_table_log(layout, dataset)
-            if read:
-                existing.add(dataset)
+            settings, repairs = check_table_log(layout, dataset)
+            if settings is not None:
+                existing[dataset] = settings
             for repair in repairs:
                 on_message(repair)
     return existing
 
 
-def check_table_log(layout: StorageLayout, dataset: str) -> tuple[bool, list[str]]:
-    """Check ``dataset``'s Delta log: whether ``deltalake`` read the table, and the repairs made.
+def check_table_log(layout: StorageLayout, dataset: str) -> tuple[dict[str, str] | None, list[str]]:
+    """Check ``dataset``'s Delta log: the table's properties if ``deltalake`` read it, and the repairs made.
 
     A repair is a removed ``_last_checkpoint``. A table read is one that exists: the run need not ask
     Delta to create it.
@@ -68,9 +69,10 @@ def check_table_log(layout: StorageLayout, dataset: str) -> tuple[bool, list[str
         fs.delete(f"{log}/_last_checkpoint")
         repairs.append(f"table '{dataset}': removed its unreadable _delta_log/_last_checkpoint (a hint only; "
                        "Delta finds the checkpoint without it)")
+    from deltaflow.properties import table_settings
+
     try:
-        layout.open_table(layout.table(dataset))
-        return True, repairs
+        return table_settings(layout.open_table(layout.table(dataset))), repairs
     except Exception:  # find the damaged file, if that is what it is
         pass
     entries = sorted((int(m.group(1)), m.group(2), name) for name in fs.list(log)
@@ -87,7 +89,7 @@ def check_table_log(layout: StorageLayout, dataset: str) -> tuple[bool, list[str
                 "read", location=path,
                 hint="restore the file from a backup (Delta keeps no second copy); failing that, move the "
                 f"table's folder away and rebuild it: deltaflow run --full-refresh {dataset}")
-    return False, repairs
+    return None, repairs
 
 
 def _json_lines(text: str | None) -> bool:

@@ -170,6 +170,8 @@ class MaterializedView:
         refresh = self.dataset.refresh
         session = batch.sparkSession
         if refresh is None or batch_id == 0:  # batch 0 of a checkpoint: not every input row (see _driver)
+            if batch_id > 0 and not any(map(self.resolver.rewrites, self.inputs)) and batch.isEmpty():
+                return  # append-only inputs, no new row: a property change or a compaction upstream
             self.refresh_all(batch_id, session)
             return
         if self._small is not False:

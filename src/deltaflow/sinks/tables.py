@@ -11,7 +11,7 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import TYPE_CHECKING
 
 from deltaflow.errors import ConfigError, SinkError, first_line
@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from pyspark.sql.types import StructType
 
     from deltaflow.graph import Dataset, Flow
+    from deltaflow.resolve.resolver import Resolver
 
 def ensure_table(spark: SparkSession, dataset: Dataset, path: str, schema: StructType,
                  properties: Mapping[str, str]) -> None:
@@ -46,6 +47,67 @@ def ensure_table(spark: SparkSession, dataset: Dataset, path: str, schema: Struc
         raise ConfigError(f"table '{dataset.name}': Delta refuses its table_properties: {first_line(exc)}",
                           location=str(dataset.location),
                           hint="change table_properties in deltaflow.yml or the definition") from None
+
+
+def hold_declared_properties(resolver: Resolver, datasets: Collection[str],
+                             on_message: Callable[[str], None]) -> None:
+    """Set on each existing table of ``datasets`` the properties declared since it was created.
+
+    Called at a run's start-up, with its tables leased and before any flow starts; the tables the run
+    has just created already have them, and a table holding them all gets no commit.
+
+    Example:
+        >>> hold_declared_properties(resolver, {"gold"}, print)  # doctest: +SKIP
+        gold: set table properties delta.enableChangeDataFeed=true (declared since it was created)
+
+    """
+    for name in resolver.order():
+        if name not in datasets or name not in resolver.settings:
+            continue
+        dataset = resolver.graph.datasets[name]
+        set_now = set_declared(resolver.context.spark, dataset, resolver.context.layout.table(name),
+                               resolver.table_properties(name), resolver.settings[name])
+        if set_now:
+            resolver.settings[name].update(set_now)
+            shown = ", ".join(f"{k}={v}" for k, v in sorted(set_now.items()))
+            on_message(f"{name}: set table properties {shown} (declared since it was created)")
+
+
+def set_declared(spark: SparkSession, dataset: Dataset, path: str, declared: Mapping[str, str],
+                 settings: Mapping[str, str]) -> dict[str, str]:
+    """Set on the table at ``path`` the ``declared`` properties its ``settings`` lack; returns those set.
+
+    One ``ALTER TABLE ... SET TBLPROPERTIES`` commit (metadata only: no rows change, so stream readers and
+    writers go on as they were), none when every declared property holds. A property no longer declared
+    is left on the table.
+
+    Example:
+        >>> set_declared(spark, dataset, path, {"delta.enableChangeDataFeed": "true"}, {})  # doctest: +SKIP
+        {'delta.enableChangeDataFeed': 'true'}
+
+    Raises:
+        ConfigError: Delta refused a property.
+
+    """
+    from pyspark.errors import AnalysisException, IllegalArgumentException
+
+    from deltaflow.properties import to_set
+
+    missing = to_set(declared, settings)
+    if missing:
+        pairs = ", ".join(f"{_literal(k)} = {_literal(v)}" for k, v in sorted(missing.items()))
+        table = path.replace("`", "``")
+        try:
+            spark.sql(f"ALTER TABLE delta.`{table}` SET TBLPROPERTIES ({pairs})")
+        except (IllegalArgumentException, AnalysisException) as exc:
+            raise ConfigError(f"table '{dataset.name}': Delta refuses its table_properties: "
+                              f"{first_line(exc)}", location=str(dataset.location),
+                              hint="change table_properties in deltaflow.yml or the definition") from None
+    return missing
+
+
+def _literal(text: str) -> str:
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
 def check_schema(spark: SparkSession, flow: Flow, dataset: Dataset, path: str, schema: StructType,
