@@ -9,6 +9,7 @@ carrier without being rebuilt. A flow that keeps state is not carried (its state
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Callable
 
@@ -209,3 +210,28 @@ def test_every_per_table_verb_gives_the_same_tables_carried_or_not(  # type: ign
     assert len(carried.rows("bronze")) == 10 + 10 + 10 + 6  # every event once (and the retries)
     assert ids(carried, "silver") == positive(
         events("a", 8) + events("b", 8) + events("c", 8) + events("d", 4), floor=1)
+
+
+def test_a_leave_interrupted_between_its_two_records_is_finished_by_the_next_run(  # type: ignore[no-untyped-def]
+        spark, make_project) -> None:
+    """Leaving writes silver's start, then moves bronze; a crash between the two is finished, once."""
+    from deltaflow.runtime.carry_plan import position_after_carry
+
+    project = make_project(PLAIN)
+    project.drop("1.json", events("a", 8))
+    run(spark, project)
+    layout = project.layout
+    carrier, own = layout.checkpoint("bronze", "bronze"), layout.checkpoint("silver", "silver")
+    start = position_after_carry(layout, own, carrier)
+    assert start == version(project, "bronze") + 1  # silver has read all bronze wrote
+    # the first record of a leave, as a crash after it left it: silver's own start, bronze not moved
+    layout.fs.write_text(layout.checkpoint("silver", "silver", 1).starts_at,
+                         json.dumps({"table": "bronze", "version": start}))
+    project.drop("2.json", events("b", 8))
+    run(spark, project, RunPlan(refresh=frozenset({"bronze"})))  # bronze alone: its move is finished now
+    assert carried_flows(layout, layout.checkpoint("bronze", "bronze")) == []
+    assert layout.current_generation("bronze", "bronze") == 1 and ids(project, "silver") == positive(
+        events("a", 8))
+    run(spark, project)
+    assert ids(project, "silver") == positive(events("a", 8) + events("b", 8))
+    assert len(project.rows("bronze")) == 20
