@@ -223,7 +223,10 @@ def _flow_input(layout: StorageLayout, probe: BacklogProbe, flow: Flow,
                 events: dict[str, dict[str, Any]]) -> NewInput:
     checkpoint = layout.checkpoint(flow.target, flow.name)
     if not any(n.isdigit() for n in layout.fs.list(checkpoint.commits)):
-        return NewInput("no batch committed yet")
+        start = layout.start_of(checkpoint)  # a flow that went on alone: it starts at a version of its input
+        if start is not None and start[1] > layout.open_table(layout.table(start[0])).version():
+            return NewInput(None, 0, 0)
+        return NewInput(f"{start[0]} has new versions" if start else "no batch committed yet")
     if unfinished_batch(layout.fs, checkpoint) is not None:
         return NewInput("a batch in flight")
     if (end := events.get("end", {}).get("kind")) in ("failed", "skipped"):
