@@ -6,7 +6,8 @@ is built on the micro-batch's own session and written as a Delta overwrite insid
 :func:`~deltaflow.sinks.idempotent.idempotent_writes` (the flow's checkpoint identity and the batch id): a
 batch replayed after a crash is skipped by Delta instead of written twice. The driver's first batch
 recomputes the whole view, so the driver starts at each input's newest version that adds rows
-(:func:`newest_data_version`), not at the input's whole snapshot.
+(:func:`newest_data_version`), not at the input's whole snapshot; when a commit from there on replaced or
+removed rows (a full refresh or rewind upstream), that batch reads them with ``ignoreChanges``.
 
 With :func:`deltaflow.by_window`, only the windows the new rows fall in are recomputed, from every row of
 the inputs in those windows (so late rows and distinct counts stay exact), and replaced with
