@@ -156,6 +156,13 @@ def added_files(layout: StorageLayout, table: str, version: int) -> list[dict[st
     return [a["add"] for a in actions if "add" in a and a["add"].get("dataChange", True)]
 
 
+def removed_rows(layout: StorageLayout, table: str, version: int) -> bool:
+    """Whether ``table``'s commit ``version`` removed rows (an overwrite, RESTORE, DELETE; not compaction)."""
+    text = layout.fs.read_text(layout.commit_file(table, version)) or ""
+    actions = (json.loads(line) for line in text.splitlines() if line.strip())
+    return any("remove" in a and a["remove"].get("dataChange", True) for a in actions)
+
+
 def _may_be_before(add: dict[str, Any], column: str, moment_ms: int) -> bool:
     """Whether file ``add`` may hold a row of ``column`` before ``moment_ms`` (so without statistics)."""
     try:

@@ -6,7 +6,8 @@ is built on the micro-batch's own session and written as a Delta overwrite insid
 :func:`~deltaflow.sinks.idempotent.idempotent_writes` (the flow's checkpoint identity and the batch id): a
 batch replayed after a crash is skipped by Delta instead of written twice. The driver's first batch
 recomputes the whole view, so the driver starts at each input's newest version that adds rows
-(:func:`newest_data_version`), not at the input's whole snapshot.
+(:func:`newest_data_version`), not at the input's whole snapshot; when a commit from there on replaced or
+removed rows (a full refresh or rewind upstream), that batch reads them with ``ignoreChanges``.
 
 With :func:`deltaflow.by_window`, only the windows the new rows fall in are recomputed, from every row of
 the inputs in those windows (so late rows and distinct counts stay exact), and replaced with
@@ -37,7 +38,7 @@ from deltaflow.sinks.conflicts import retry_conflicts
 from deltaflow.sinks.idempotent import flow_app_id, idempotent_writes
 from deltaflow.sinks.incremental import IncrementalRefresh
 from deltaflow.sinks.incremental_plan import plan_view
-from deltaflow.sinks.late_rows import added_files
+from deltaflow.sinks.late_rows import added_files, removed_rows
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -132,14 +133,21 @@ class MaterializedView:
             return self.incremental.rows(
                 spark.readStream.format("delta").option("maxFilesPerTrigger", _UNLIMITED).load(table))
         refresh = self.dataset.refresh
+        first = not any(n.isdigit() for n in self.layout.fs.list(self.checkpoint.commits))
         parts = []
         for name in self.inputs:
             reader = spark.readStream.format("delta")
-            if self.resolver.rewrites(name):
-                reader = reader.option("ignoreChanges", "true")  # a rewrite is new data for us
             # Not the snapshot (see the module docstring): Delta lists it in a Spark job for batch 0, and
             # again at each restart while batch 0 is the last (Spark asks the source for it once more).
-            if (newest := newest_data_version(self.layout, name)) is not None:
+            newest = newest_data_version(self.layout, name)
+            if self.resolver.rewrites(name):
+                reader = reader.option("ignoreChanges", "true")  # a rewrite is new data for us
+            elif first and newest is not None and removes_rows_from(self.layout, name, newest):
+                # A full refresh or rewind upstream replaced the rows: batch 0 recomputes the whole view
+                # whatever it reads, so it may read that commit, and reads all to the end (no later batch
+                # of this checkpoint, which reads without the option, meets it).
+                reader = reader.option("ignoreChanges", "true").option("maxFilesPerTrigger", _UNLIMITED)
+            if newest is not None:
                 reader = reader.option("startingVersion", str(newest))
             df = reader.load(self.layout.table(name))
             if refresh is not None and refresh.column in df.columns:
@@ -321,9 +329,25 @@ def newest_data_version(layout: StorageLayout, dataset: str, look_back: int = 10
         12
 
     """
-    versions = sorted((int(name[:-5]) for name in layout.fs.list(layout.delta_log(dataset))
-                       if name.endswith(".json") and name[:-5].isdigit()), reverse=True)
+    versions = _log_versions(layout, dataset)
     return next((v for v in versions[:look_back] if added_files(layout, dataset, v)), None)
+
+
+def removes_rows_from(layout: StorageLayout, dataset: str, version: int) -> bool:
+    """Whether a commit of ``dataset``'s table from ``version`` on removes rows: a Delta stream stops there.
+
+    Example:
+        >>> removes_rows_from(layout, "silver_clicks", 12)  # after a full refresh of it  # doctest: +SKIP
+        True
+
+    """
+    return any(removed_rows(layout, dataset, v) for v in _log_versions(layout, dataset) if v >= version)
+
+
+def _log_versions(layout: StorageLayout, dataset: str) -> list[int]:
+    """The versions of ``dataset``'s table with a commit file in its Delta log, newest first."""
+    return sorted((int(name[:-5]) for name in layout.fs.list(layout.delta_log(dataset))
+                   if name.endswith(".json") and name[:-5].isdigit()), reverse=True)
 
 
 def window_predicate(output: str, starts: list[int]) -> str:
