@@ -44,8 +44,8 @@ def cli_page() -> str:
     """Every verb: what it does, and each argument and flag with its default."""
     lines = ["# Command line", "", "Generated from the command line itself (`deltaflow --help` shows the "
              "same). Exit codes: 0 done; 1 the pipeline or its input is wrong (one line), or a flow failed; "
-             "2 the command line is wrong (one line, before Spark starts; `DF-USAGE` for an argument that does "
-             "not fit the pipeline); 130 interrupted.", ""]
+             "2 the command line is wrong (one line, before Spark starts; `DF-USAGE` for an argument that "
+             "does not fit the pipeline); 130 interrupted.", ""]
     for path, command in cli_commands():
         lines += [f"## `{path}`", "", _cell(command.help or ""), "",
                   "| argument or flag | default | what |", "|---|---|---|"]

@@ -12,9 +12,12 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Callable
+from datetime import timedelta
 
 import pytest
 
+from deltaflow.commands.vacuum import vacuum_retention
+from deltaflow.errors import ConfigError
 from deltaflow.render import text
 from deltaflow.runtime.run_plan import RunPlan
 from deltaflow.sinks.carry import carried_flows, carrier_of
@@ -186,6 +189,13 @@ def test_every_per_table_verb_gives_the_same_tables_carried_or_not(  # type: ign
     assert both(lambda p: version(p, "silver")) == silver_at
     assert ids(carried, "silver") == positive(events("a", 8))
     assert len(carried.rows("bronze")) == 20
+
+    def vacuum_refused(project: Project) -> str:  # silver still needs bronze's new files, where it stands
+        with pytest.raises(ConfigError) as refused:
+            vacuum_retention(project.layout, ["silver"], "bronze", timedelta(0), stopped=True)
+        return str(refused.value).split(", committed")[0]
+    refusals = both(vacuum_refused)
+    assert refusals[0] == refusals[1] and "flow 'silver' still reads it from version" in refusals[0]
 
     # then silver alone catches up from where it stood: every row once
     outcomes = both(lambda p: run(spark, p, RunPlan(refresh=frozenset({"silver"}))))

@@ -61,7 +61,8 @@ def stream_positions(layout: StorageLayout, tables: Mapping[str, DeltaTable],
         flows: Only these flows (default: every flow with a checkpoint on storage).
 
     Every checkpoint is read once for all ``tables``: on object storage each read is a request. Flows that
-    never committed nor started a batch are left out: they will start from the newest version.
+    never committed nor started a batch are left out (they will start from the newest version), unless they
+    went on alone from a version of their input (:meth:`~deltaflow.storage.layout.StorageLayout.start_of`).
 
     """
     names = {str(delta.metadata().id): name for name, delta in tables.items()}
@@ -69,7 +70,10 @@ def stream_positions(layout: StorageLayout, tables: Mapping[str, DeltaTable],
     for checkpoint in layout.current_checkpoints():
         if flows is not None and checkpoint.flow not in flows:
             continue
-        for table_id, version in checkpoint_offsets(layout, checkpoint).items():
+        offsets = checkpoint_offsets(layout, checkpoint)
+        if not offsets and (start := layout.start_of(checkpoint)) is not None and start[0] in tables:
+            offsets = {str(tables[start[0]].metadata().id): start[1]}  # it went on alone from there
+        for table_id, version in offsets.items():
             if (name := names.get(table_id)) is not None:
                 needed, committed_at = first_file_change(layout, name, version, tables[name].version())
                 positions[name].append(StreamPosition(checkpoint.flow, checkpoint.dataset, name, needed,
