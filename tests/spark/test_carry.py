@@ -4,7 +4,8 @@ Checked against Delta as written (read back with deltalake): each table exactly 
 stamped by its own flow; two flows in the event log and in status. Carrying is how flows run, never what a
 verb does: every per-table verb (``--refresh``, ``--full-refresh``, ``rewind``, a changed definition)
 gives the same tables and the same outcomes with carrying on and off, and a carried flow leaves its
-carrier without being rebuilt. A flow that keeps state is not carried (its state could not leave).
+carrier without being rebuilt, and joins it again once it has caught up. A flow that keeps state is not
+carried (its state could not leave).
 """
 
 from __future__ import annotations
@@ -143,7 +144,8 @@ def test_a_carried_flow_that_stops_qualifying_goes_on_alone_without_a_rebuild(sp
     assert ids(project, "silver") == positive(first + second + third)
 
 
-def test_flows_that_already_ran_apart_stay_apart(spark, make_project) -> None:  # type: ignore[no-untyped-def]
+def test_flows_that_ran_apart_are_written_together_once_the_reader_has_caught_up(  # type: ignore[no-untyped-def]
+        spark, make_project) -> None:
     project = make_project(WITH_OPTION)
     project.drop("1.json", events("a", 6))
     run(spark, project)
@@ -151,10 +153,12 @@ def test_flows_that_already_ran_apart_stay_apart(spark, make_project) -> None:  
     project.drop("2.json", events("b", 6))
     started = project.pipeline(spark).start("available_now")
     started.finish(threading.Event())
-    assert started.queries["silver"] is not started.queries["bronze"]
+    assert started.queries["silver"] is started.queries["bronze"]  # silver had read all of bronze
     layout = project.layout
-    assert layout.position("silver", "silver").flow == "silver"
+    assert layout.position("silver", "silver") == layout.checkpoint("bronze", "bronze")
+    assert [layout.current_generation(t, t) for t in ("bronze", "silver")] == [1, 1]
     assert ids(project, "silver") == positive(events("a", 6) + events("b", 6))
+    assert len(project.rows("bronze")) == 16
 
 
 def test_every_per_table_verb_gives_the_same_tables_carried_or_not(  # type: ignore[no-untyped-def]
@@ -220,9 +224,16 @@ def test_every_per_table_verb_gives_the_same_tables_carried_or_not(  # type: ign
     assert len(carried.rows("bronze")) == 10 + 10 + 10 + 6  # every event once (and the retries)
     assert ids(carried, "silver") == positive(
         events("a", 8) + events("b", 8) + events("c", 8) + events("d", 4), floor=1)
+    # silver had caught up with bronze when that run started: the two were written together again
+    assert carried.layout.position("silver", "silver").flow == "bronze"
+    assert alone.layout.position("silver", "silver").flow == "silver"
+    both(drop("5.json", events("e", 4)))
+    both(lambda p: run(spark, p))
+    assert ids(carried, "silver") == positive(
+        events("a", 8) + events("b", 8) + events("c", 8) + events("d", 4) + events("e", 4), floor=1)
 
 
-def test_a_leave_interrupted_between_its_two_records_is_finished_by_the_next_run(  # type: ignore[no-untyped-def]
+def test_a_leave_or_a_join_interrupted_after_its_first_record_is_finished_by_the_next_run(  # type: ignore[no-untyped-def]
         spark, make_project) -> None:
     """Leaving writes silver's start, then moves bronze; a crash between the two is finished, once."""
     from deltaflow.runtime.carry_plan import position_after_carry
@@ -245,3 +256,17 @@ def test_a_leave_interrupted_between_its_two_records_is_finished_by_the_next_run
     run(spark, project)
     assert ids(project, "silver") == positive(events("a", 8) + events("b", 8))
     assert len(project.rows("bronze")) == 20
+
+    # silver has caught up: the next run joins it to bronze's query again. A join interrupted right after
+    # its first record (bronze's next generation, before its copy) is finished by the next run, once.
+    assert layout.position("silver", "silver").flow == "silver"
+    bronze = layout.checkpoint("bronze", "bronze")
+    record = {"generation": bronze.generation, "read": version(project, "bronze"),
+              "flows": {"silver": layout.current_generation("silver", "silver")}}
+    layout.fs.write_text(layout.checkpoint("bronze", "bronze", bronze.generation + 1).joined_from,
+                         json.dumps(record))
+    project.drop("3.json", events("c", 8))
+    run(spark, project)
+    assert layout.position("silver", "silver") == layout.checkpoint("bronze", "bronze")
+    assert ids(project, "silver") == positive(events("a", 8) + events("b", 8) + events("c", 8))
+    assert len(project.rows("bronze")) == 30

@@ -28,11 +28,11 @@ import json
 import os
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from deltaflow.runtime.checkpoint_repair import written_batch
 from deltaflow.runtime.checkpoints import copy_own_sources
-from deltaflow.sinks.carry import carried_flows, carrier_of
+from deltaflow.sinks.carry import carried_flows, carrier_of, carry_record, record_carry
 
 if TYPE_CHECKING:
     from deltaflow.graph import PipelineGraph
@@ -105,8 +105,9 @@ def position_after_carry(layout: StorageLayout, carried: FlowCheckpoint, carrier
     first, then the carried ones, each stamped with its flow's app id and the batch id). The answer is the
     version after the carrier's commit of that batch, or of the newest batch before it that wrote (a
     batch that read nothing writes nothing); the first version the carrier wrote when none of its batches
-    up to ``batch`` wrote the flow's table. None: the carrier never wrote, so the flow reads the table
-    from its start.
+    up to ``batch`` wrote the flow's table; for a flow that ran alone before it joined, the version it had
+    read up to then (``joined_at``). None: the carrier never wrote, so the flow reads the table from its
+    start.
 
     Raises:
         ConfigError: The carrier's table's log no longer holds the commits to tell (log retention).
@@ -119,8 +120,9 @@ def position_after_carry(layout: StorageLayout, carried: FlowCheckpoint, carrier
         batch = written_batch(layout, layout.table(carried.dataset), [carried.app_id(query_id)])
     last = -1 if batch is None else batch
     app_id, table = carrier.app_id(query_id), layout.table(carrier.dataset)
+    joined = carry_record(layout, carrier).get("joined_at", {}).get(carried.flow)  # it ran alone before
     first_write = None
-    for version in range(layout.open_table(table).version(), -1, -1):
+    for version in range(layout.open_table(table).version(), -1 if joined is None else int(joined) - 1, -1):
         text = layout.fs.read_text(layout.commit_file_at(table, version))
         if text is None:
             raise ConfigError(f"flow '{carried.flow}': the log of '{carrier.dataset}' no longer holds the "
@@ -132,7 +134,7 @@ def position_after_carry(layout: StorageLayout, carried: FlowCheckpoint, carrier
             return version + 1
         if stamps:
             first_write = version
-    return first_write
+    return int(joined) if joined is not None else first_write
 
 
 def leave(layout: StorageLayout, graph: PipelineGraph, carrier: str) -> FlowCheckpoint:
@@ -163,12 +165,106 @@ def leave(layout: StorageLayout, graph: PipelineGraph, carrier: str) -> FlowChec
 
 
 def finish_leaving(layout: StorageLayout, graph: PipelineGraph) -> None:
-    """Finish the moves of :func:`leave` that a crash interrupted."""
+    """Finish the moves of :func:`leave` and :func:`join` that a crash interrupted."""
     for flow in graph.flows.values():
         checkpoint = layout.checkpoint(flow.target, flow.name)
         text = layout.fs.read_text(checkpoint.left_from)
         if text is not None:
             _copy(layout, checkpoint, json.loads(text))
+        text = layout.fs.read_text(checkpoint.joined_from)
+        if text is not None:
+            _join(layout, graph, checkpoint, json.loads(text))
+
+
+def joining(resolver: ResolvedGraph, layout: StorageLayout, selected: Collection[str],
+            refreshing: Collection[str], trigger_of: Callable[[str], Trigger]) -> dict[str, list[str]]:
+    """Flows that ran alone and can join their upstream flow's query again: carrier -> flows.
+
+    A flow joins when it qualifies (:func:`~deltaflow.sinks.carry.carrier_of`), both it and its upstream
+    flow run in this run, are not rebuilt, carry and are carried by nothing, have no batch in flight, and
+    the flow has read every version of the upstream table: then its whole position (it keeps no state)
+    is the carrier's, and nothing is read twice or missed.
+    """
+    from deltaflow.runtime.checkpoints import unfinished_batch
+
+    graph, found = resolver.graph, dict[str, list[str]]()
+    for flow in graph.flows.values():
+        upstream, _ = carrier_of(resolver, flow.name)
+        if (not carrying() or upstream is None or trigger_of(upstream) != trigger_of(flow.name)
+                or not {flow.target, graph.flows[upstream].target} <= set(selected)
+                or {flow.target, graph.flows[upstream].target} & set(refreshing)):
+            continue
+        carrier = layout.checkpoint(graph.flows[upstream].target, upstream)
+        own = layout.checkpoint(flow.target, flow.name)
+        if (any(layout.carrier(c) is not None or carried_flows(layout, c) for c in (carrier, own))
+                or _fresh(layout, carrier) or unfinished_batch(layout.fs, carrier) is not None):
+            continue
+        latest = layout.open_table(layout.table(carrier.dataset)).version()
+        if _read_up_to(layout, own, carrier.dataset) == latest:
+            found.setdefault(upstream, []).append(flow.name)
+    return found
+
+
+def join_caught_up(resolver: ResolvedGraph, layout: StorageLayout, selected: Collection[str],
+                   refreshing: Collection[str], trigger_of: Callable[[str], Trigger]) -> dict[str, list[str]]:
+    """:func:`join` the flows :func:`joining` finds to their carriers; returns them."""
+    found = joining(resolver, layout, selected, refreshing, trigger_of)
+    for carrier, flows in found.items():
+        join(layout, resolver.graph, carrier, flows)
+    return found
+
+
+def _read_up_to(layout: StorageLayout, own: FlowCheckpoint, table: str) -> int | None:
+    """The newest version of ``table`` that the flow at ``own`` has read all of (None: not known)."""
+    from deltaflow.runtime.checkpoints import unfinished_batch
+
+    if (start := layout.start_of(own)) is not None:
+        return start[1] - 1 if start[0] == table else None
+    committed = [int(n) for n in layout.fs.list(own.commits) if n.isdigit()]
+    if not committed or unfinished_batch(layout.fs, own) is not None:
+        return None
+    table_id = str(layout.open_table(layout.table(table)).metadata().id)
+    lines = (layout.fs.read_text(f"{own.offsets}/{max(committed)}") or "").splitlines()[2:]
+    offsets = [json.loads(line) for line in lines if line.startswith("{")]
+    if len(offsets) != 1 or offsets[0].get("reservoirId") != table_id or offsets[0].get("isStartingVersion"):
+        return None
+    # after a whole version v, Delta's source stands at (v + 1, index -1)
+    return int(offsets[0]["reservoirVersion"]) - 1 if int(offsets[0].get("index", 0)) == -1 else None
+
+
+def join(layout: StorageLayout, graph: PipelineGraph, carrier: str, flows: list[str]) -> FlowCheckpoint:
+    """Make ``carrier``'s next generation carry ``flows`` from where they stand (see :func:`joining`).
+
+    The carrier's checkpoint is copied with its last committed batch's offsets given once per branch
+    (each carried flow reads the carrier's sources from where the carrier stands), its sources' logs too;
+    then each flow moves to a new generation carried by it. The join is recorded in the carrier's new
+    generation first and finished by the next run if a crash interrupts it (:func:`finish_leaving`).
+    """
+    dataset = graph.flows[carrier].target
+    old = layout.checkpoint(dataset, carrier)
+    new = layout.checkpoint(dataset, carrier, old.generation + 1)
+    read = layout.open_table(layout.table(dataset)).version()
+    record = {"generation": old.generation, "read": read,
+              "flows": {f: layout.current_generation(graph.flows[f].target, f) for f in flows}}
+    layout.fs.write_text(new.joined_from, json.dumps(record))
+    _join(layout, graph, new, record)
+    return new
+
+
+def _join(layout: StorageLayout, graph: PipelineGraph, new: FlowCheckpoint, record: dict[str, Any]) -> None:
+    from deltaflow.runtime.checkpoints import copy_with_branches
+
+    old = layout.checkpoint(new.dataset, new.flow, int(record["generation"]))
+    flows: dict[str, int] = record["flows"]
+    copy_with_branches(layout.fs, old, new, 1 + len(flows))
+    carried = []
+    for name, generation in flows.items():
+        target = graph.flows[name].target
+        if layout.current_generation(target, name) == generation:
+            layout.start_generation(target, name, generation + 1)
+        carried.append(layout.checkpoint(target, name, generation + 1))
+    record_carry(layout, new, carried, {name: int(record["read"]) + 1 for name in flows})
+    layout.fs.delete(new.joined_from)
 
 
 def _copy(layout: StorageLayout, new: FlowCheckpoint, move: dict[str, int | None]) -> None:

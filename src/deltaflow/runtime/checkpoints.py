@@ -155,3 +155,34 @@ def copy_own_sources(fs: FileSystem, source: FlowCheckpoint, target: FlowCheckpo
         if name.isdigit() and int(name) < own:
             _copy_tree(fs, f"{source.path}/sources/{name}", f"{target.path}/sources/{name}", (), keep)
     fs.write_text(target.metadata, json.dumps({"id": str(uuid.uuid4())}) + "\n")
+
+
+def copy_with_branches(fs: FileSystem, source: FlowCheckpoint, target: FlowCheckpoint, branches: int) -> None:
+    """Make ``target`` the checkpoint of ``source``'s query carrying ``branches - 1`` more flows.
+
+    The reverse of :func:`copy_own_sources`: each batch's offsets, up to the last committed one, list the
+    query's own sources once per branch (a carried flow reads the carrier's sources from where the
+    carrier stands), and so do the sources' logs; the state (the carrier's own, as carried flows keep
+    none) is copied whole. The copy gets a new query id. Copying again after a crash midway gives the same
+    checkpoint.
+    """
+    last = max(int(n) for n in fs.list(source.commits) if n.isdigit())
+    own: list[str] = []
+    for batch in sorted(int(n) for n in fs.list(source.offsets) if n.isdigit() and int(n) <= last):
+        lines = (fs.read_text(f"{source.offsets}/{batch}") or "").splitlines()
+        own = lines[2:]
+        fs.write_text(f"{target.offsets}/{batch}", "\n".join(lines[:2] + own * branches))
+        if fs.exists(f"{source.commits}/{batch}"):
+            fs.copy(f"{source.commits}/{batch}", f"{target.commits}/{batch}")
+
+    def keep(parts: tuple[str, ...]) -> bool:
+        return not parts[-1].endswith(".crc")
+
+    for index in range(len(own)):
+        for branch in range(branches):
+            if fs.is_dir(f"{source.path}/sources/{index}"):
+                _copy_tree(fs, f"{source.path}/sources/{index}",
+                           f"{target.path}/sources/{branch * len(own) + index}", (), keep)
+    if fs.is_dir(f"{source.path}/state"):
+        _copy_tree(fs, f"{source.path}/state", f"{target.path}/state", (), keep)
+    fs.write_text(target.metadata, json.dumps({"id": str(uuid.uuid4())}) + "\n")

@@ -28,6 +28,7 @@ from deltaflow.runtime import holdback
 from deltaflow.runtime.carry_plan import (
     CarryPlan,
     finish_leaving,
+    join_caught_up,
     leave,
     leaving,
     plan_carries,
@@ -138,6 +139,7 @@ class PipelineRun:
         self.leases.acquire({self.graph.flows[u].target for u in left})  # its checkpoint moves
         for carrier in left:  # each flow it wrote goes on alone from where it stands
             leave(self.layout, self.graph, carrier)
+        join_caught_up(self.resolver, self.layout, selected, refreshing, self.trigger_of)  # (see carry_plan)
         self.carry = plan_carries(self.resolver, self.layout, selected, refreshing, self.trigger_of)
         self.event_log.carried = {u: tuple(ds) for u, ds in self.carry.carriers.items()}
         changes.record(self.layout, selected, refreshing, self.on_message)  # once the rebuilds are recorded

@@ -37,10 +37,10 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import reduce
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from deltaflow.faults import crash_point
 from deltaflow.sinks.read_rows import ROWS_METRIC
@@ -161,13 +161,25 @@ def carrier_writer(layout: StorageLayout, branches: Sequence[Branch]) -> BatchHa
 
 def carried_flows(layout: StorageLayout, carrier: FlowCheckpoint) -> list[str]:
     """The flows ``carrier``'s query writes besides its own (none: not a carrier's checkpoint)."""
-    text = layout.fs.read_text(carrier.carries)
-    return list(json.loads(text)["flows"]) if text is not None else []
+    return list(carry_record(layout, carrier).get("flows", []))
 
 
-def record_carry(layout: StorageLayout, carrier: FlowCheckpoint, carried: Sequence[FlowCheckpoint]) -> None:
-    """Write both sides' records before the carrier's query starts: who carries whom, in which generation."""
+def record_carry(layout: StorageLayout, carrier: FlowCheckpoint, carried: Sequence[FlowCheckpoint],
+                 joined_at: Mapping[str, int] | None = None) -> None:
+    """Write both sides' records before the carrier's query starts: who carries whom, in which generation.
+
+    ``joined_at``: for flows that ran alone before they joined, the version of the carrier's table each
+    had read up to (kept across later records of the same carrier).
+    """
     record = {"dataset": carrier.dataset, "flow": carrier.flow, "generation": carrier.generation}
     for checkpoint in carried:
         layout.fs.write_text(checkpoint.carried_by, json.dumps(record))
-    layout.fs.write_text(carrier.carries, json.dumps({"flows": [c.flow for c in carried]}))
+    joined = dict(joined_at if joined_at is not None else carry_record(layout, carrier).get("joined_at", {}))
+    flows = [c.flow for c in carried]
+    layout.fs.write_text(carrier.carries, json.dumps({"flows": flows, "joined_at": joined}))
+
+
+def carry_record(layout: StorageLayout, carrier: FlowCheckpoint) -> dict[str, Any]:
+    """A carrier's record (``{}``: not a carrier's checkpoint): ``flows`` and ``joined_at``."""
+    text = layout.fs.read_text(carrier.carries)
+    return dict(json.loads(text)) if text is not None else {}

@@ -97,6 +97,11 @@ class FlowCheckpoint:
         return f"{self.path}/left_from.json"
 
     @property
+    def joined_from(self) -> str:
+        """A carrier's new generation while flows that ran alone join it (:mod:`.carry_plan`)."""
+        return f"{self.path}/joined_from.json"
+
+    @property
     def starts_at(self) -> str:
         """Where a flow that left its carrier starts reading alone (:mod:`.carry_plan`): table and version."""
         return f"{self.path}/starts_at.json"
