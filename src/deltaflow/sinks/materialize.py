@@ -171,6 +171,8 @@ class MaterializedView:
     def _on_batch(self, batch: DataFrame, batch_id: int) -> None:
         from pyspark.sql import functions as F
 
+        from deltaflow.sinks.new_rows import adds_rows
+
         if self.incremental is not None:
             assert self._schema is not None  # read by _driver
             self.incremental.apply(batch, batch_id, self._schema, replayed=batch_id == self._replay)
@@ -178,7 +180,8 @@ class MaterializedView:
         refresh = self.dataset.refresh
         session = batch.sparkSession
         if refresh is None or batch_id == 0:  # batch 0 of a checkpoint: not every input row (see _driver)
-            if batch_id > 0 and not any(map(self.resolver.rewrites, self.inputs)) and batch.isEmpty():
+            appends = batch_id > 0 and not any(map(self.resolver.rewrites, self.inputs))
+            if appends and not adds_rows(self.layout, self.checkpoint, self.inputs, batch_id):
                 return  # append-only inputs, no new row: a property change or a compaction upstream
             self.refresh_all(batch_id, session)
             return
