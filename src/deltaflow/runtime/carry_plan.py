@@ -11,7 +11,8 @@ A run decides once, before it starts a flow:
   carrier a new generation holding its own sources' offsets alone
   (:func:`~deltaflow.runtime.checkpoints.copy_own_sources`). Nothing is rebuilt, nothing lost or twice;
 * a flow that qualifies, whose carrier's checkpoint and its own have no committed batch yet, becomes
-  carried (both records are written before the carrier's query starts).
+  carried (both records are written before the carrier's query starts); one that ran alone joins its
+  carrier again once it has read every version of the carrier's table (:func:`join`).
 
 ``DELTAFLOW_CARRY=0`` runs every flow in a query of its own (a carrier recorded before leaves, as above).
 
