@@ -302,6 +302,8 @@ def build_session(spec: Spec | None = None, extra: dict[str, str] | None = None,
     no_delay()
     known_roots(spark)
     keep_jvm_from_sigterm(spark)
+    # a JSON column filtered on its fields parsed once, not once more per field (its javadoc says why)
+    java_class(spark, "io.deltaflow.sql.ParseJsonOnce").install(spark._jsparkSession)
     if spec is not None and spec.s3 is not None:  # a session that was running keeps its Hadoop settings
         use_storage_keys(spark, spec)
     if level := os.environ.get("DELTAFLOW_LOG_LEVEL"):  # set by `deltaflow -v`
