@@ -196,9 +196,9 @@ class Runs:
 
 
 def measure_base(spark: Any, bootstrap: str, runs: Runs, backlog: int, top: float,
-                 contestants: list[Contestant]) -> dict[str, float]:
-    """Backlog throughput of each whole pipeline while the cells' load generators run (the lower one is the
-    base rate)."""
+                 contestants: list[Contestant]) -> tuple[dict[str, float], dict[str, float]]:
+    """Backlog throughput of each whole pipeline on an idle machine, then while the cells' load generators
+    run (the lower one of the second is the base rate)."""
     rng = random.Random(11)
     warm = max(1000, backlog // 50)
     for topic, events in (("backlog-warm-up", warm), ("backlog", backlog)):
@@ -246,7 +246,7 @@ def measure_base(spark: Any, bootstrap: str, runs: Runs, backlog: int, top: floa
     base = min(loaded.values())
     print(f"base rate = the lower of pass 2, {base:,.0f} events/s, for both contestants ('gold/input' below "
           "shows whether a cell kept up)")
-    return loaded
+    return quiet, loaded
 
 
 def run_cells(spark: Any, bootstrap: str, runs: Runs, base: float, args: argparse.Namespace,
@@ -283,7 +283,7 @@ def main() -> None:
     parser.add_argument("--settle", type=float, default=20,
                         help="seconds of load after gold's first rows, before the first probe")
     parser.add_argument("--drain", type=float, default=30, help="seconds to wait for the last probes")
-    parser.add_argument("--fractions", default="0.25,0.5,0.8",
+    parser.add_argument("--fractions", default="0.25,0.5,0.8,1,1.25,1.5",
                         help="input rates, as fractions of the base rate")
     parser.add_argument("--backlog", type=int, default=300_000, help="events for the throughput measurement")
     parser.add_argument("--rate", type=float, help="base rate (events/s) instead of measuring it")
@@ -333,12 +333,13 @@ def main() -> None:
                   f"{spark.conf.get('spark.driver.memory')}; one session for both contestants, one at a time")
             runs = Runs(tmp)
             rates: dict[str, float] = {}
+            idle: dict[str, float] = {}
             if args.rate:
                 base = args.rate
                 print(f"\nbase rate: {base:,.0f} events/s, given with --rate (not measured)")
             else:
                 top = max(float(f) for f in args.fractions.split(","))
-                rates = measure_base(spark, bootstrap, runs, args.backlog, top, contestants)
+                idle, rates = measure_base(spark, bootstrap, runs, args.backlog, top, contestants)
                 base = min(rates.values())
             exact: list[Contestant] = [] if args.no_exact else [
                 HandWrittenExactBounded if bounded else HandWrittenExact]
@@ -350,7 +351,7 @@ def main() -> None:
     if args.seed_only:
         print("--seed-only: results not saved (the report's figures come from one whole run)")
     else:
-        save_results(cells, rates, args)
+        save_results(cells, rates, idle, args)
 
 
 if __name__ == "__main__":

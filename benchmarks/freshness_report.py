@@ -195,21 +195,28 @@ GOLD_STATE = {
 }
 #: The issue's targets against the exact hand-written jobs, as advantages (above 1: deltaflow better).
 STAGE_TARGET, CPU_TARGET, FRESHNESS_TARGET, RATE_TARGET = 1 / 1.1, 1 / 1.1, 1.0, 1.0
+#: Issue 74's targets against the seed's (approximate) jobs: no worse on any figure.
+SEED_TARGET = 1.0
 
 
-def save_results(cells: list[Cell], rates: dict[str, float], args: argparse.Namespace) -> None:
-    """The report's figures: against the exact jobs (the targets) and the approximate ones (context)."""
+def save_results(cells: list[Cell], rates: dict[str, float], idle: dict[str, float],
+                 args: argparse.Namespace) -> None:
+    """The report's figures against the seed's jobs and the exact ones, each with its issue's target."""
     figures = []
-    if rates:
-        figures.append(Figure("backlog throughput, whole pipeline", "events/s", [rates["deltaflow"]],
-                              [rates["hand-written"]], "hand-written (seed 000)", higher_is_better=True,
-                              note="Kafka -> gold through a backlog in batches of 50,000 events while the "
-                              "load generators run; the lower of the two is the base rate of the cells"))
+    for passed, label, how in ((idle, "machine idle", "on an otherwise idle machine"),
+                               (rates, "load generators producing", "while the load generators run; the "
+                                "lower of the two is the base rate of the cells")):
+        if passed:
+            figures.append(Figure(f"backlog throughput, whole pipeline, {label}", "events/s",
+                                  [passed["deltaflow"]], [passed[APPROX]], "hand-written (seed 000)",
+                                  higher_is_better=True, target=SEED_TARGET,
+                                  target_text="≥ 1.0× the seed's jobs",
+                                  note=f"Kafka -> gold through a backlog in batches of 50,000 events {how}"))
     contestants = {c.contestant for c in at_trigger_0(cells)}
     kept_note = (f"kept up: every probe seen, gold ≥ {KEPT_UP_GOLD:.0%} of the input, freshness not "
                  f"growing by more than {KEPT_UP_GROWTH:.0%} from the first half of the probes to the second")
     for other, against, target in ((EXACT, "hand-written, exact", RATE_TARGET),
-                                   (APPROX, "hand-written (seed 000)", None)):
+                                   (APPROX, "hand-written (seed 000)", SEED_TARGET)):
         if {"deltaflow", other} <= contestants:
             (ours, ours_says, below), (theirs, theirs_says, _) = (sustained(cells, who)
                                                                   for who in ("deltaflow", other))
@@ -238,6 +245,12 @@ def save_results(cells: list[Cell], rates: dict[str, float], args: argparse.Name
                     figures.append(Figure(f"{stage} micro-batch, {where}", "s", [mine], [its],
                                           "hand-written, exact", higher_is_better=False, target=STAGE_TARGET,
                                           target_text="≤ 1.1× the exact job's stage", note=note))
+            if not triggers.startswith("0 s") and APPROX in pair:
+                figures.append(Figure(f"cores busy, {where}", "cores", [ours.machine_cpu],
+                                      [pair[APPROX].machine_cpu], "hand-written (seed 000)",
+                                      higher_is_better=False, target=SEED_TARGET,
+                                      target_text="≤ 1.0× the seed's jobs",
+                                      note="the whole machine's busy cores during the probes, same input"))
             if not triggers.startswith("0 s"):
                 figures.append(Figure(f"cores busy, {where}", "cores", [ours.machine_cpu],
                                       [exact_cell.machine_cpu], "hand-written, exact", higher_is_better=False,
@@ -246,13 +259,13 @@ def save_results(cells: list[Cell], rates: dict[str, float], args: argparse.Name
         if not triggers.startswith("0 s"):
             continue
         for other, against, target in ((EXACT, "hand-written, exact", FRESHNESS_TARGET),
-                                       (APPROX, "hand-written, approx_count_distinct", None)):
+                                       (APPROX, "hand-written, approx_count_distinct", SEED_TARGET)):
             if {"deltaflow", other} <= set(pair):
                 for q in (0.5, 0.99):
                     mine_q, its_q = pair["deltaflow"].quantile(q), pair[other].quantile(q)
                     censored = mine_q[1] or its_q[1]
                     bound = "a lower bound (a probe was not seen before the stop)" if censored else ""
-                    stretch = "" if target else "stretch target ≤ 1.0×"
+                    stretch = "stretch target ≤ 0.5× the seed's jobs" if other == APPROX else ""
                     figures.append(Figure(
                         f"gold freshness p{q * 100:g} at {fraction:.0%} of the base rate, trigger 0", "s",
                         [mine_q[0]], [its_q[0]], against, higher_is_better=False, target=target,
