@@ -62,7 +62,7 @@ lint: setup
 	$(BIN)/ruff check src tests benchmarks examples tools docs
 	$(BIN)/mypy
 
-bench: setup  # every benchmark (~3 h on 2 cores, most of it compaction.py), then benchmarks/REPORT.md
+bench: setup  # every benchmark (~4 h on 2 cores, most of it compaction.py and freshness.py), then benchmarks/REPORT.md
 	$(BIN)/pip install -q -e '.[bench]'  # SDP (the sdp_orders comparison) and the report's chart
 	$(BIN)/python benchmarks/profile_pipeline.py
 	$(BIN)/python benchmarks/bronze_ingest.py
