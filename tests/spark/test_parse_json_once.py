@@ -1,4 +1,4 @@
-"""A JSON column filtered on its fields is parsed once per row (io.deltaflow.sql.ParseJsonOnce), rows unchanged."""
+"""A JSON column filtered on its fields is parsed once per row (io.deltaflow.sql.ParseJsonOnce), same rows."""
 
 from __future__ import annotations
 
@@ -76,3 +76,16 @@ def test_each_micro_batch_of_a_stream_parses_once(spark: Any, bronze: Any, tmp_p
     finally:
         query.stop()
     assert sorted(r.event_id for r in spark.read.format("delta").load(sink).collect()) == ["e1", "e3", "e7"]
+
+
+def test_a_row_the_other_conditions_drop_is_never_parsed(spark: Any, bronze: Any) -> None:
+    from pyspark.sql import functions as F
+
+    def query(df: Any) -> Any:  # FAILFAST: parsing a malformed record fails the query
+        parsed = df.select(F.from_json("value", SCHEMA, {"mode": "FAILFAST"}).alias("e"), "offset")
+        return parsed.select("e.*", "offset").where((F.col("offset") < 2) & F.col("user_id").isNotNull())
+
+    with session_settings(spark, OFF):
+        expected = sorted(map(tuple, query(bronze).collect()))
+    assert sorted(map(tuple, query(bronze).collect())) == expected  # rows 2-5 do not parse: never parsed
+    assert [r[0] for r in expected] == ["e1"]

@@ -7,6 +7,7 @@ import java.util.Set;
 
 import org.apache.spark.sql.SparkSession;
 import org.apache.spark.sql.catalyst.expressions.Alias;
+import org.apache.spark.sql.catalyst.expressions.And;
 import org.apache.spark.sql.catalyst.expressions.Expression;
 import org.apache.spark.sql.catalyst.expressions.GetStructField;
 import org.apache.spark.sql.catalyst.expressions.JsonToStructs;
@@ -35,7 +36,8 @@ import scala.jdk.javaapi.CollectionConverters;
  * the last that pushes filters down) and moves the parse back below
  * the filter: for a {@code Project} over a {@code Filter} whose condition parses the same column, with the
  * same options, as a {@code from_json} the projection aliases, the parse is computed once beneath the
- * filter, and both read its result. The rows are the same: the filter's field of the whole parse is the
+ * conditions that read it, and both they and the projection read its result; the conditions that read no
+ * parse stay beneath it, so a row they drop is not parsed. The rows are the same: the filter's field of the whole parse is the
  * field of the pruned one (Spark's own {@code OptimizeJsonExprs} prunes on that equivalence).
  * {@code spark.deltaflow.optimizer.parseJsonOnce=false} turns it off.
  */
@@ -95,19 +97,46 @@ public final class ParseJsonOnce extends Rule<LogicalPlan> {
     if (parses.isEmpty()) {
       return project;
     }
+    List<Expression> stay = new ArrayList<>();
+    List<Expression> moved = new ArrayList<>();
     Set<Alias> used = new LinkedHashSet<>();
-    Expression condition = substitute(filter.condition(), parses, used);
+    for (Expression conjunct : conjuncts(filter.condition(), new ArrayList<>())) {
+      Set<Alias> reads = new LinkedHashSet<>();
+      Expression rewritten = substitute(conjunct, parses, reads);
+      (reads.isEmpty() ? stay : moved).add(rewritten);
+      used.addAll(reads);
+    }
     if (used.isEmpty()) {
       return project;
     }
+    // what reads no parse is filtered first, beneath the parse: a row it drops is not parsed at all
+    LogicalPlan input = stay.isEmpty() ? filter.child() : new Filter(and(stay), filter.child());
     List<NamedExpression> below = new ArrayList<>(CollectionConverters.asJava(filter.child().output()));
     below.addAll(used);
     List<NamedExpression> above = new ArrayList<>();
     for (NamedExpression field : fields) {
       above.add(field instanceof Alias alias && used.contains(alias) ? alias.toAttribute() : field);
     }
-    Project parsed = new Project(CollectionConverters.asScala(below).toSeq(), filter.child());
-    return new Project(CollectionConverters.asScala(above).toSeq(), new Filter(condition, parsed));
+    Project parsed = new Project(CollectionConverters.asScala(below).toSeq(), input);
+    return new Project(CollectionConverters.asScala(above).toSeq(), new Filter(and(moved), parsed));
+  }
+
+  private static List<Expression> conjuncts(Expression condition, List<Expression> into) {
+    if (condition instanceof And and) {
+      conjuncts(and.left(), into);
+      conjuncts(and.right(), into);
+    } else {
+      into.add(condition);
+    }
+    return into;
+  }
+
+  private static Expression and(List<Expression> conjuncts) {
+    Expression all = conjuncts.get(0);
+    for (Expression next : conjuncts.subList(1, conjuncts.size())) {
+      all = new And(all, next);
+    }
+    return all;
   }
 
   /** {@code expression} with each parse one of {@code parses} makes read from that parse's column. */
