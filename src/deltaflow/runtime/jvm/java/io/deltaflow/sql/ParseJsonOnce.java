@@ -33,12 +33,12 @@ import scala.jdk.javaapi.CollectionConverters;
  * filtered) that is three parses of every event.
  *
  * <p>This rule runs after all of Spark's own ({@link #install}: the session's last optimizer batch, after
- * the last that pushes filters down) and moves the parse back below
- * the filter: for a {@code Project} over a {@code Filter} whose condition parses the same column, with the
- * same options, as a {@code from_json} the projection aliases, the parse is computed once beneath the
- * conditions that read it, and both they and the projection read its result; the conditions that read no
- * parse stay beneath it, so a row they drop is not parsed. The rows are the same: the filter's field of the whole parse is the
- * field of the pruned one (Spark's own {@code OptimizeJsonExprs} prunes on that equivalence).
+ * the last that pushes filters down) and moves the parse back below the filter: for a {@code Project} over
+ * a {@code Filter} whose condition parses the same column, with the same options, as a {@code from_json}
+ * the projection aliases, the parse is computed once beneath the conditions that read it, and both they and
+ * the projection read its result; the conditions that read no parse stay beneath it, so a row they drop is
+ * not parsed. The rows are the same: the filter's field of the whole parse is the field of the pruned one
+ * (Spark's own {@code OptimizeJsonExprs} prunes on that equivalence).
  * {@code spark.deltaflow.optimizer.parseJsonOnce=false} turns it off.
  */
 public final class ParseJsonOnce extends Rule<LogicalPlan> {
