@@ -4,9 +4,10 @@ Two groups, each described by a Maven POM shipped in ``runtime/jvm/``:
 
 * ``spark``: Delta Lake, the Spark Kafka connector and Hadoop's S3A, loaded into the Spark driver, plus
   deltaflow's own classes (``runtime/jvm/java``: its S3 log store, the state of an incremental view's
-  distinct counts, its optimizer rule ``ParseJsonOnce``), compiled here with the JDK's ``javac``; its local file system (``InProcess*``) in a
-  jar of its own for the driver's class path (:func:`driver_class_path`), as Spark reads ``spark.jars``
-  through the file system before it loads them;
+  distinct counts, its optimizer rule ``ParseJsonOnce``), compiled here with the JDK's ``javac``; its
+  local file system (``InProcess*``) in a jar of its own for the driver's class path
+  (:func:`driver_class_path`), as Spark reads ``spark.jars`` through the file system before it loads
+  them;
 * ``kafka-broker``: the Apache Kafka broker that ``deltaflow kafka start`` runs on loopback.
 
 ``deltaflow setup`` (run by ``make setup``) calls :func:`resolve_jars`; nothing is downloaded at run time.
