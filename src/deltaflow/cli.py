@@ -62,7 +62,7 @@ from deltaflow.dev.cluster_cli import cluster_app
 from deltaflow.dev.kafka_cli import PortOption, kafka_app
 from deltaflow.dev.s3_cli import s3_app
 from deltaflow.errors import FlowError
-from deltaflow.runtime.session import spark_log_of_run
+from deltaflow.runtime.run_log import run_log
 
 if TYPE_CHECKING:
     from deltaflow.runtime.outcomes import FlowOutcome
@@ -216,7 +216,7 @@ def run(
     server = start_ui(pipeline, port=ui_port) if ui else None
     outcomes: Sequence[FlowOutcome] = ()
     try:
-        with spark_log_of_run(pipeline.layout), stop_on_signals(at_once=True) as stop:
+        with run_log(pipeline.layout, pipeline.name), stop_on_signals(at_once=True) as stop:
             outcomes = pipeline.run(mode, interval, stop=stop, plan=plan, on_batch=printer,
                                     on_message=lambda m: say(m, err))
     except FlowError as exc:  # how each flow ended (the skipped ones too), then the error's line
@@ -291,7 +291,7 @@ def quarantine(
             raise typer.BadParameter(f"unexpected argument '{replay_table}'",
                                      param_hint="deltaflow quarantine [replay] TABLE")
         pipeline = load(spec)
-        with spark_log_of_run(pipeline.layout):
+        with run_log(pipeline.layout, pipeline.name):
             result = pipeline.replay_quarantine(replay_table, where)
         if as_json:
             say(json.dumps({"table": replay_table, "replayed": result.replayed, "passed": result.passed,

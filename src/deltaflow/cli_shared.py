@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.console import Console
 
-from deltaflow.errors import ArgumentError, DeltaflowError
+from deltaflow.errors import ArgumentError, DeltaflowError, InternalError, first_line
 
 try:  # typer 0.2x carries its own copy of click
     from typer._click import exceptions as click_errors
@@ -74,6 +74,9 @@ def exit_code(command: Callable[[], Any]) -> int:
     except (KeyboardInterrupt, typer.Abort):
         say("interrupted", err)
         return 130
+    except Exception as exc:  # not ours (a verb without a run log): one line all the same
+        say(f"error: {InternalError(f'{type(exc).__name__}: {first_line(exc)}')}", err)
+        return 1
     return code if isinstance(code, int) else 0
 
 

@@ -12,7 +12,7 @@ from typing import Annotated
 import typer
 
 from deltaflow.cli_shared import JsonOption, SpecOption, err, load, out, say
-from deltaflow.runtime.session import spark_log_of_run
+from deltaflow.runtime.run_log import run_log
 
 
 def changes(
@@ -80,7 +80,7 @@ def vacuum(
 
     keep = duration(retain)  # before anything loads
     pipeline = load(spec)
-    with spark_log_of_run(pipeline.layout):
+    with run_log(pipeline.layout, pipeline.name):
         results = pipeline.vacuum(tables or None, keep, dry_run=dry_run, stopped=stopped)
     for result in results:
         verb = "would delete" if result.dry_run else "deleted"
@@ -98,7 +98,7 @@ def optimize(
     """Compact small files into large ones, safe while the pipeline runs (readers never see new rows)."""
     columns = [c.strip() for c in zorder.split(",") if c.strip()] if zorder is not None else None
     pipeline = load(spec)
-    with spark_log_of_run(pipeline.layout):
+    with run_log(pipeline.layout, pipeline.name):
         results = pipeline.optimize(tables or None, zorder=columns, where=where)
     for result in results:
         if not result.files_removed:
@@ -127,7 +127,7 @@ def rewind(
     at = moment(to_timestamp)
     check_rewind_target(to_version, at)  # before anything loads; the table's checks come before Spark
     pipeline = load(spec)
-    with spark_log_of_run(pipeline.layout):
+    with run_log(pipeline.layout, pipeline.name):
         result = pipeline.rewind(table, to_version, at, on_message=lambda m: say(m, err))
     if as_json:
         say(json.dumps(result.as_json()))

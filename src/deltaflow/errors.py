@@ -142,6 +142,17 @@ class KafkaBrokerError(DeltaflowError):
     fix = "Read the broker's log the message names; `deltaflow kafka stop`, then start it again."
 
 
+class InternalError(DeltaflowError):
+    """Something failed that deltaflow did not expect: a bug, or a failure it does not recognise.
+
+    The run's log holds the stack trace.
+    """
+
+    code = "DF-INTERNAL"
+    fix = ("Read the stack trace in the run's log the message names; run again (nothing is lost: the tables "
+           "and checkpoints are as the last committed batch left them), and report it if it happens again.")
+
+
 def first_line(exc: BaseException) -> str:
     r"""One line saying why ``exc`` happened: the root cause's class and message (≤ 300 chars).
 

@@ -123,6 +123,19 @@ class S3Spec(Strict):
     access_key: str | None = Field(default=None, description="The access key (never printed; use ${ENV}).")
     secret_key: str | None = Field(default=None, description="The secret key (never printed; use ${ENV}).")
     path_style: bool = Field(default=False, description="Address buckets by path (S3-compatible servers).")
+    retry_budget: str = Field(
+        default="2 minutes", description="How long a storage call may keep failing (throttled, 5xx, "
+        "timed out, connection lost) before the run stops on it, for deltaflow's own calls, Spark's S3A "
+        "and deltalake alike.", examples=["5 minutes"])
+
+    _budget_is_duration = field_validator("retry_budget")(check_duration)
+
+    @property
+    def retry_seconds(self) -> float:
+        """``retry_budget`` in seconds."""
+        from deltaflow.durations import parse_duration
+
+        return parse_duration(self.retry_budget).total_seconds()
 
 
 class LeaseSpec(Strict):

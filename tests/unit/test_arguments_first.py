@@ -95,7 +95,7 @@ def test_a_wrong_command_line_is_one_line_and_exit_2_before_spark(
     done = cli(capsys, *args, "--spec", str(starter))
     assert done.returncode == 2, done.stderr
     assert done.stderr.startswith("error: ") and len(done.stderr.strip().splitlines()) == 1, done.stderr
-    assert says in done.stderr and "spark.log" not in done.stderr and done.stdout == "", done.stderr
+    assert says in done.stderr and "full error is in" not in done.stderr and done.stdout == "", done.stderr
 
 
 def test_an_unknown_example_is_one_line_and_exit_2_before_anything_starts(

@@ -55,7 +55,7 @@ from deltaflow.errors import ArgumentError, ConfigError
 from deltaflow.examples import example_path
 from deltaflow.pipeline import Pipeline
 from deltaflow.progress import ProgressPrinter
-from deltaflow.runtime.session import spark_log
+from deltaflow.runtime.run_log import LOG_VARIABLE, new_log
 from deltaflow.spec import Spec
 
 if TYPE_CHECKING:
@@ -262,7 +262,7 @@ def run_demo(*, seconds: int, rate: int, storage: Path, port: int, stop: threadi
         for feed in feeds:
             feed.feeder.start()
         if "DELTAFLOW_LOG_LEVEL" not in os.environ:
-            os.environ.setdefault("DELTAFLOW_SPARK_LOG", spark_log(pipeline.layout))
+            os.environ.setdefault(LOG_VARIABLE, str(new_log(pipeline.layout, pipeline.name)))
         server = _serve_ui(pipeline, console) if ui else None
         console.print("spark: starting (a few seconds)...", markup=False)
         printer = ProgressPrinter(console=console, live=True)

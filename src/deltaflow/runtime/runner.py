@@ -304,7 +304,7 @@ class PipelineRun:
         self.poll_progress()  # the last batches, which the event log has waited for
         self.leases.release()
         if self.leases.lost:
-            raise LeaseError(self.leases.lost, hint="this run stopped; start it again once the other ends")
+            raise LeaseError(self.leases.lost, hint=self.leases.lost_hint)
         if unlogged:
             raise StorageError(unlogged, hint="this run stopped between batches; start it again once the "
                                "storage answers")

@@ -5,8 +5,8 @@ partitions equal to the cores, UI off, Delta's SQL extension and catalog, the De
 S3A jars from deltaflow's cache, S3A pointed at the spec's ``s3:``, driver logging at ERROR
 (``$DELTAFLOW_LOG_LEVEL``, set by ``deltaflow -v``, changes it), and the driver's class archive
 (:mod:`deltaflow.runtime.class_archive`) when ``deltaflow setup`` has built it. With
-``$DELTAFLOW_SPARK_LOG`` set (``deltaflow demo`` sets it), everything the JVM prints goes to that file
-instead of the terminal.
+``$DELTAFLOW_SPARK_LOG`` set (a command's run log, :mod:`deltaflow.runtime.run_log`), everything the JVM
+prints goes to that file instead of the terminal.
 
 Example:
     >>> spark = build_session(spec)  # doctest: +SKIP
@@ -25,14 +25,14 @@ import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from importlib import resources
-from pathlib import Path
 from typing import TYPE_CHECKING
 
-from deltaflow.errors import ConfigError, DeltaflowError
+from deltaflow.errors import ConfigError
 from deltaflow.runtime import class_archive
-from deltaflow.runtime.jars import driver_class_path, home, jars
+from deltaflow.runtime.jars import driver_class_path, jars
 from deltaflow.runtime.jvm_names import java_class, known_roots
 from deltaflow.runtime.jvm_sockets import no_delay
+from deltaflow.runtime.run_log import LOG_VARIABLE, jvm_output
 from deltaflow.runtime.scratch import with_scratch
 from deltaflow.storage.s3 import hadoop_conf
 
@@ -193,74 +193,6 @@ def check_master(master: str) -> None:
                       hint="start it ('deltaflow cluster start'), or leave spark.master out to run locally")
 
 
-def spark_log(layout: StorageLayout) -> str:
-    """Where a run sends everything its JVM prints (Spark's log, the stack traces of failed flows).
-
-    ``<storage>/_logs/spark.log`` on local storage; for object storage, a file of this machine under
-    deltaflow's home (``$DELTAFLOW_HOME/logs/<bucket and path>/spark.log``), since a JVM writes its
-    output to a file descriptor.
-
-    Example:
-        >>> spark_log(StorageLayout("/data/pipe"))
-        '/data/pipe/_logs/spark.log'
-
-    """
-    if layout.is_local:
-        return layout.spark_log
-    where = re.sub(r"[^\w.-]+", "_", layout.root.split("://", 1)[-1]).strip("_")
-    return str(home() / "logs" / where / "spark.log")
-
-
-@contextmanager
-def spark_log_of_run(layout: StorageLayout) -> Iterator[None]:
-    """A run's JVM prints into :func:`spark_log`, and a failure's one line says where that is.
-
-    Not with ``deltaflow -v`` (Spark's log on the terminal) or ``$DELTAFLOW_SPARK_LOG`` already set.
-
-    Example:
-        >>> with spark_log_of_run(pipeline.layout):  # doctest: +SKIP
-        ...     pipeline.run("available_now")
-
-    """
-    if "DELTAFLOW_LOG_LEVEL" in os.environ or "DELTAFLOW_SPARK_LOG" in os.environ:
-        yield
-        return
-    path = spark_log(layout)
-    before = Path(path).stat().st_size if Path(path).is_file() else 0
-    os.environ["DELTAFLOW_SPARK_LOG"] = path
-    try:
-        yield
-    except DeltaflowError as exc:  # named when this command's JVM wrote there (a refusal before: not)
-        if Path(path).is_file() and Path(path).stat().st_size > before:
-            exc.hint = "; ".join(h for h in (exc.hint, f"the full error is in {path}") if h)
-        raise
-    finally:
-        del os.environ["DELTAFLOW_SPARK_LOG"]
-
-
-@contextmanager
-def jvm_output(path: str | None) -> Iterator[None]:
-    """Start the JVM inside this block to have it print into ``path`` (appended) instead of stderr.
-
-    The JVM inherits the process's file descriptor 2 when it is launched and keeps it; Python's own stderr
-    is given back at the end of the block.
-    """
-    if path is None:
-        yield
-        return
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    sys.stderr.flush()
-    saved = os.dup(2)
-    try:
-        with open(path, "ab") as log:
-            os.dup2(log.fileno(), 2)
-        yield
-    finally:
-        sys.stderr.flush()
-        os.dup2(saved, 2)
-        os.close(saved)
-
-
 def build_session(spec: Spec | None = None, extra: dict[str, str] | None = None,
                   small_run: bool = False) -> SparkSession:
     """Start (or return the running) SparkSession configured for ``spec``.
@@ -297,7 +229,7 @@ def build_session(spec: Spec | None = None, extra: dict[str, str] | None = None,
     builder = SparkSession.builder
     for key, value in conf.items():
         builder = builder.config(key, value)
-    with jvm_output(os.environ.get("DELTAFLOW_SPARK_LOG")):
+    with jvm_output(os.environ.get(LOG_VARIABLE)):
         spark = builder.getOrCreate()
     no_delay()
     known_roots(spark)

@@ -253,9 +253,9 @@ class StorageLayout:
         return f"{self.root}/_pipeline/definitions.json"
 
     @property
-    def spark_log(self) -> str:
-        """Where a run on local storage sends its JVM's output (see ``runtime.session.spark_log``)."""
-        return f"{self.root}/_logs/spark.log"
+    def run_logs(self) -> str:
+        """The folder of the runs' logs on local storage (see ``runtime.run_log``)."""
+        return f"{self.root}/_logs"
 
     @property
     def warehouse(self) -> str:

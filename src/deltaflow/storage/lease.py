@@ -4,10 +4,11 @@ A run holds a lease on every table it writes: a small JSON record at ``StorageLa
 the holder (pipeline, run, host, pid) and when the hold runs out. Taking, renewing and releasing one is a
 compare-and-swap on that record (:meth:`~deltaflow.storage.fs.FileSystem.write_if`: a conditional PUT on
 S3, a locked read-compare-write on local disk), so of two runs racing for a table exactly one wins. The
-holder renews every third of the TTL. A run killed without releasing keeps the table until the TTL passes,
-then the next run takes it over; a run on the same machine (same kernel boot and pid namespace) that finds
-the holder's process gone takes it over at once. Clocks of the machines sharing a storage must agree to
-well within the TTL.
+holder renews each table every third of the TTL, all tables at once, and stops writing when a hold comes
+within a third of the TTL of running out unrenewed (:attr:`TableLeases.lost`). A run killed without
+releasing keeps the table until the TTL passes, then the next run takes it over; a run on the same
+machine (same kernel boot and pid namespace) that finds the holder's process gone takes it over at once.
+Clocks of the machines sharing a storage must agree to well within the TTL.
 
 Example:
     >>> import tempfile
@@ -107,11 +108,13 @@ class TableLeases:
         self.ttl = ttl_seconds
         self.clock = clock
         self.tokens: dict[str, str] = {}  # table -> token of the record this run last wrote
-        self._lost: str | None = None  # why a held table was lost to another run
+        self.expiries: dict[str, float] = {}  # table -> when the hold this run last wrote runs out
+        self._lock = threading.Lock()
+        self._lost: str | None = None  # why this run must stop writing
+        self._lost_to_holder = False  # ... because another run holds a table now
         self._failing: str | None = None  # why the last renewal failed, until one succeeds
-        self.held_until = 0.0  # when the holds this run last wrote run out
         self._stop = threading.Event()
-        self._renewer: threading.Thread | None = None
+        self._renewers: list[threading.Thread] = []
 
     def _record(self, expires: float) -> str:
         holder = Holder(self.pipeline, self.run_id, socket.gethostname(), os.getpid(), expires,
@@ -147,59 +150,111 @@ class TableLeases:
         if token is None:
             raise LeaseError(f"table '{table}' was taken by another run at the same moment",
                              hint="only one run writes a table at a time")
-        self.tokens[table] = token
-        self.held_until = now + self.ttl
+        with self._lock:
+            self.tokens[table] = token
+            self.expiries[table] = now + self.ttl
 
     def renew(self) -> None:
-        """Push every hold ``ttl`` further; a table another run took meanwhile sets :attr:`lost`."""
+        """Push every hold ``ttl`` further, all tables at once; a table another run took sets :attr:`lost`."""
+        tables = list(self.tokens)
+        if len(tables) == 1:
+            self._renew(tables[0])
+            return
+        threads = [threading.Thread(target=self._renew, args=(table,), daemon=True) for table in tables]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+
+    def _renew(self, table: str) -> None:
+        """Renew ``table``'s hold (from now, as the request leaves): the record ends a TTL after that."""
+        token = self.tokens.get(table)
+        if token is None:
+            return
         expires = self.clock() + self.ttl
-        for table, token in list(self.tokens.items()):
-            renewed = self.layout.fs.write_if(self.layout.lease(table), self._record(expires), token)
-            if renewed is None:
-                del self.tokens[table]
-                self._lost = self._lost or (f"lost table '{table}' to another run (this run could not "
-                                            f"renew its lease within {self.ttl:.0f} s)")
-            else:
-                self.tokens[table] = renewed
-        self.held_until = expires
+        path = self.layout.lease(table)
+        record = self._record(expires)
+        renewed = self.layout.fs.write_if(path, record, token)
+        if renewed is None:  # the record changed: by another run, or by a write of ours that landed late
+            found = self.layout.fs.read_versioned(path)
+            holder = Holder.parse(found[0]) if found else None
+            if found is not None and (holder is None or holder.run_id == self.run_id):
+                renewed = self.layout.fs.write_if(path, record, found[1])
+            elif holder is not None:
+                with self._lock:
+                    self.tokens.pop(table, None)
+                    self._lost = self._lost or f"lost table '{table}' to {holder.describe()}"
+                    self._lost_to_holder = True
+                return
+        if renewed is not None:
+            with self._lock:
+                if table in self.tokens:
+                    self.tokens[table] = renewed
+                    self.expiries[table] = expires
+
+    @property
+    def held_until(self) -> float:
+        """When the first of this run's holds runs out, unless renewed (0 before any is taken)."""
+        with self._lock:
+            return min((self.expiries[t] for t in self.tokens if t in self.expiries), default=0.0)
 
     @property
     def lost(self) -> str | None:
-        """Why this run must stop writing now: a table another run took, or holds about to run out.
+        """Why this run must stop writing now: a table another run took, or a hold about to run out.
 
-        Renewing, holds run out a whole TTL after the last renewal, which comes every third of it. Storage
-        that fails renewals (past its client's own retries), or answers too slowly, leaves them closer to
-        running out: at a third of the TTL from it, the run is told, before another run may take them.
+        Each hold runs out a TTL after its last successful renewal was sent; renewals leave every third of
+        the TTL, one table's beside the others'. Storage that keeps failing them, or answers too slowly,
+        brings a hold closer to running out: a third of the TTL before it does (the margin for clocks and
+        for the run's queries to stop), the run is told, before any other run may take the table.
         """
-        if (self._lost is None and self.tokens and self._renewer is not None and not self._stop.is_set()
-                and self.clock() > self.held_until - self.ttl / 3):
+        until = self.held_until
+        if (self._lost is None and self.tokens and self._renewers and not self._stop.is_set()
+                and self.clock() > until - self.ttl / 3):
             why = f": {self._failing}" if self._failing else " (storage too slow to answer)"
-            self._lost = f"could not renew this run's table leases for {self.ttl * 2 / 3:.0f} s{why}"
+            since = self.clock() - (until - self.ttl)
+            self._lost = f"could not renew this run's table leases for {since:.0f} s{why}"
         return self._lost
 
+    @property
+    def lost_hint(self) -> str:
+        """What to do after :attr:`lost` stopped the run."""
+        if self._lost_to_holder:
+            return "this run stopped; start it again once the other ends"
+        return "this run stopped before its holds ran out; start it again once the storage answers"
+
     def start_renewing(self) -> None:
-        """Renew every third of the TTL on a background thread, until :meth:`release` (see :attr:`lost`)."""
-        def loop() -> None:
-            while not self._stop.wait(self.ttl / 3):
+        """Renew each table every third of the TTL, on a thread of its own, until :meth:`release`.
+
+        Rounds keep their pace: a renewal that took long is followed by the next at once, not a third of
+        the TTL later.
+        """
+        def loop(table: str) -> None:
+            due = time.monotonic() + self.ttl / 3
+            while not self._stop.wait(max(0.0, due - time.monotonic())) and table in self.tokens:
+                due += self.ttl / 3
                 try:
-                    self.renew()
+                    self._renew(table)
                     self._failing = None
-                except Exception as exc:  # storage failing for a moment: the next round tries again
+                except Exception as exc:  # storage failing past its retries: the next round tries again
                     self._failing = first_line(exc)
 
-        self._renewer = threading.Thread(target=loop, name="deltaflow-leases", daemon=True)
-        self._renewer.start()
+        self._renewers = [threading.Thread(target=loop, args=(table,), name=f"deltaflow-lease-{table}",
+                                           daemon=True) for table in sorted(self.tokens)]
+        for thread in self._renewers:
+            thread.start()
 
     def release(self) -> None:
         """Give every held table back (a record that has run out), and stop renewing."""
         _ENDED_RUNS.add(self.run_id)
         self._stop.set()
-        if self._renewer is not None:
-            self._renewer.join()
+        for thread in self._renewers:
+            thread.join()
+        self._renewers = []
         for table, token in list(self.tokens.items()):
             with contextlib.suppress(Exception):  # if it fails, the hold runs out by itself
                 self.layout.fs.write_if(self.layout.lease(table), self._record(0.0), token)
             del self.tokens[table]
+            self.expiries.pop(table, None)
 
 
 def lease_ttl(spec_ttl: str) -> float:

@@ -19,9 +19,11 @@ Example:
 from __future__ import annotations
 
 import functools
+import math
 from typing import TYPE_CHECKING, Any
 
 from deltaflow.errors import StorageError
+from deltaflow.storage.retry import RetryPolicy
 
 if TYPE_CHECKING:
     from deltaflow.spec import S3Spec
@@ -58,10 +60,35 @@ def hadoop_conf(s3: S3Spec | None) -> dict[str, str]:
     if s3.access_key and s3.secret_key:
         conf |= {f"{prefix}access.key": s3.access_key, f"{prefix}secret.key": s3.secret_key,
                  f"{prefix}aws.credentials.provider": _SIMPLE_CREDENTIALS}
-    # A failed call to a wrong endpoint should fail the run in seconds, not after S3A's minutes of retries.
-    conf |= {f"{prefix}attempts.maximum": "3", f"{prefix}retry.limit": "3",
-             f"{prefix}connection.establish.timeout": "5s"}
-    return conf
+    return conf | s3a_retries(s3.retry_seconds)
+
+
+#: S3A's first waits: before a retry of a failed call (growing by as much each time), and of a throttled one
+#: (doubling, with ±50 % jitter).
+_S3A_INTERVAL, _S3A_THROTTLE_INTERVAL = 0.5, 0.5
+
+
+def s3a_retries(budget: float) -> dict[str, str]:
+    """S3A's retry settings that spend about ``budget`` seconds before a call fails.
+
+    S3A sleeps ``interval × n`` before its retry *n* of a failed call (a sum of ``interval × n(n+1)/2``)
+    and about ``interval × 2ⁿ`` before retry *n* of a throttled one (a sum of about ``interval × 2ⁿ⁺¹``);
+    the SDK below it tries each request twice.
+
+    Example:
+        >>> retries = s3a_retries(120)
+        >>> retries["spark.hadoop.fs.s3a.retry.limit"], retries["spark.hadoop.fs.s3a.retry.throttle.limit"]
+        ('21', '6')
+
+    """
+    prefix = "spark.hadoop.fs.s3a."
+    failed = max(1, int(((1 + 8 * budget / _S3A_INTERVAL) ** 0.5 - 1) / 2))
+    throttled = max(1, int(math.log2(max(2.0, budget / _S3A_THROTTLE_INTERVAL))) - 1)
+    return {f"{prefix}attempts.maximum": "2", f"{prefix}retry.limit": str(failed),
+            f"{prefix}retry.interval": f"{int(_S3A_INTERVAL * 1000)}ms",
+            f"{prefix}retry.throttle.limit": str(throttled),
+            f"{prefix}retry.throttle.interval": f"{int(_S3A_THROTTLE_INTERVAL * 1000)}ms",
+            f"{prefix}connection.establish.timeout": "5s"}
 
 
 def delta_options(s3: S3Spec | None) -> dict[str, str]:
@@ -77,11 +104,15 @@ def delta_options(s3: S3Spec | None) -> dict[str, str]:
         options |= {"AWS_ACCESS_KEY_ID": s3.access_key, "AWS_SECRET_ACCESS_KEY": s3.secret_key}
     # Commits put the log entry only if absent (If-None-Match), so two writers never overwrite a version.
     options["AWS_CONDITIONAL_PUT"] = "etag"
+    # object_store's retries: as many as fit in the budget (its backoff is jittered and capped at 15 s)
+    options |= {"max_retries": "1000", "retry_timeout": f"{max(1, round(s3.retry_seconds))}s"}
     return options
 
 
 #: How long deltaflow's own S3 calls (records, leases) wait for an answer before they try again.
 READ_TIMEOUT_SECONDS = 20.0
+#: How long the check before a run waits for the storage to answer at all.
+CHECK_SECONDS = 10.0
 
 
 def _client(s3: S3Spec | None) -> Any:
@@ -92,7 +123,7 @@ def _client(s3: S3Spec | None) -> Any:
 
     s3 = s3 or _default_spec()
     config = Config(connect_timeout=3, read_timeout=READ_TIMEOUT_SECONDS,
-                    retries={"max_attempts": 3, "mode": "standard"},
+                    retries={"total_max_attempts": 1},  # every call goes through S3FileSystem's RetryPolicy
                     s3={"addressing_style": "path" if s3.path_style else "auto"})
     return get_session().create_client("s3", endpoint_url=s3.endpoint, region_name=s3.region, config=config,
                                        aws_access_key_id=s3.access_key, aws_secret_access_key=s3.secret_key)
@@ -109,7 +140,8 @@ class S3FileSystem:
 
     S3 has no folders: a folder is the prefix its files share (an empty one, a ``dir/`` marker). A PUT is
     atomic (readers see the old object or the new), and a conditional PUT (``If-None-Match`` /
-    ``If-Match``) is the compare-and-swap the table leases need.
+    ``If-Match``) is the compare-and-swap the table leases need. Every call goes through one
+    :class:`~deltaflow.storage.retry.RetryPolicy` (the spec's ``s3.retry_budget``).
 
     Args:
         s3: How to reach the server (default: AWS with its default credential chain).
@@ -118,6 +150,7 @@ class S3FileSystem:
 
     def __init__(self, s3: S3Spec | None = None) -> None:
         self.s3 = s3
+        self.retry = RetryPolicy((s3 or _default_spec()).retry_seconds)
 
     @functools.cached_property
     def client(self) -> Any:
@@ -138,15 +171,20 @@ class S3FileSystem:
 
     def _get(self, path: str) -> tuple[bytes, str] | None:
         bucket, key = split_uri(path)
-        try:
-            answer = self.client.get_object(Bucket=bucket, Key=key)
-        except self.client.exceptions.NoSuchKey:
-            return None
-        return answer["Body"].read(), str(answer["ETag"])
+
+        def get() -> tuple[bytes, str] | None:
+            try:
+                answer = self.client.get_object(Bucket=bucket, Key=key)
+            except self.client.exceptions.NoSuchKey:
+                return None
+            return answer["Body"].read(), str(answer["ETag"])  # the body too: an answer can be cut short
+
+        return self.retry.run("GetObject", path, get)
 
     def write_text(self, path: str, text: str) -> None:  # noqa: D102
         bucket, key = split_uri(path)
-        self.client.put_object(Bucket=bucket, Key=key, Body=text.encode())
+        self.retry.run("PutObject", path, lambda: self.client.put_object(Bucket=bucket, Key=key,
+                                                                          Body=text.encode()))
 
     def write_if(self, path: str, text: str, token: str | None) -> str | None:  # noqa: D102
         from botocore.exceptions import ClientError
@@ -154,7 +192,8 @@ class S3FileSystem:
         bucket, key = split_uri(path)
         condition = {"IfNoneMatch": "*"} if token is None else {"IfMatch": token}
         try:
-            answer = self.client.put_object(Bucket=bucket, Key=key, Body=text.encode(), **condition)
+            answer = self.retry.run("PutObject", path, lambda: self.client.put_object(
+                Bucket=bucket, Key=key, Body=text.encode(), **condition))
         except ClientError as exc:
             if exc.response["Error"]["Code"] in ("PreconditionFailed", "ConditionalRequestConflict",
                                                  "NoSuchKey"):
@@ -168,13 +207,17 @@ class S3FileSystem:
         """The (sub-folder, file) names directly in folder ``path``."""
         bucket, key = split_uri(path)
         prefix = f"{key}/" if key else ""
-        folders: list[str] = []
-        files: list[str] = []
-        for page in self.client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix,
-                                                                         Delimiter="/"):
-            folders += [p["Prefix"][len(prefix):].rstrip("/") for p in page.get("CommonPrefixes", [])]
-            files += [o["Key"][len(prefix):] for o in page.get("Contents", [])]
-        return folders, files
+
+        def entries() -> tuple[list[str], list[str]]:
+            folders: list[str] = []
+            files: list[str] = []
+            for page in self.client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix,
+                                                                             Delimiter="/"):
+                folders += [p["Prefix"][len(prefix):].rstrip("/") for p in page.get("CommonPrefixes", [])]
+                files += [o["Key"][len(prefix):] for o in page.get("Contents", [])]
+            return folders, files
+
+        return self.retry.run("ListObjectsV2", path, entries)
 
     def list(self, path: str) -> list[str]:  # noqa: D102
         folders, files = self._entries(path)
@@ -182,7 +225,8 @@ class S3FileSystem:
 
     def is_dir(self, path: str) -> bool:  # noqa: D102
         bucket, key = split_uri(path)
-        answer = self.client.list_objects_v2(Bucket=bucket, Prefix=f"{key}/", MaxKeys=1)
+        answer = self.retry.run("ListObjectsV2", path, lambda: self.client.list_objects_v2(
+            Bucket=bucket, Prefix=f"{key}/", MaxKeys=1))
         return bool(answer.get("KeyCount"))
 
     def exists(self, path: str) -> bool:  # noqa: D102
@@ -190,32 +234,38 @@ class S3FileSystem:
 
         bucket, key = split_uri(path)
         try:
-            self.client.head_object(Bucket=bucket, Key=key)
+            self.retry.run("HeadObject", path, lambda: self.client.head_object(Bucket=bucket, Key=key))
             return True
-        except ClientError:
+        except ClientError:  # 404: no such object (a folder, perhaps)
             return self.is_dir(path)
 
     def copy(self, source: str, target: str) -> None:  # noqa: D102
         (source_bucket, source_key), (bucket, key) = split_uri(source), split_uri(target)
-        self.client.copy_object(Bucket=bucket, Key=key,
-                                CopySource={"Bucket": source_bucket, "Key": source_key})
+        self.retry.run("CopyObject", target, lambda: self.client.copy_object(
+            Bucket=bucket, Key=key, CopySource={"Bucket": source_bucket, "Key": source_key}))
 
     def make_dirs(self, path: str) -> None:  # noqa: D102
         # S3 has no folders, only prefixes: an empty one is a "dir/" marker object, as S3A makes them (a new
         # checkpoint generation must be seen before Spark writes into it).
         bucket, key = split_uri(path)
-        self.client.put_object(Bucket=bucket, Key=f"{key}/", Body=b"")
+        self.retry.run("PutObject", path, lambda: self.client.put_object(Bucket=bucket, Key=f"{key}/",
+                                                                          Body=b""))
 
     def delete(self, path: str) -> None:  # noqa: D102
         bucket, key = split_uri(path)
-        self.client.delete_object(Bucket=bucket, Key=key)
+        self.retry.run("DeleteObject", path, lambda: self.client.delete_object(Bucket=bucket, Key=key))
 
     def delete_tree(self, path: str) -> None:  # noqa: D102
         bucket, key = split_uri(path)
-        for page in self.client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=f"{key}/"):
-            keys = [{"Key": o["Key"]} for o in page.get("Contents", [])]
-            if keys:
-                self.client.delete_objects(Bucket=bucket, Delete={"Objects": keys, "Quiet": True})
+
+        def delete() -> None:  # deleting what is already gone is no error: the whole listing again
+            for page in self.client.get_paginator("list_objects_v2").paginate(Bucket=bucket,
+                                                                             Prefix=f"{key}/"):
+                keys = [{"Key": o["Key"]} for o in page.get("Contents", [])]
+                if keys:
+                    self.client.delete_objects(Bucket=bucket, Delete={"Objects": keys, "Quiet": True})
+
+        self.retry.run("DeleteObjects", path, delete)
 
     def check(self, root: str) -> None:
         """Make sure ``root``'s bucket answers with these credentials, in one line if not.
@@ -228,9 +278,12 @@ class S3FileSystem:
 
         bucket, _ = split_uri(root)
         where = (self.s3.endpoint if self.s3 and self.s3.endpoint else None) or "AWS S3"
-        try:
-            self.client.head_bucket(Bucket=bucket)
-        except EndpointConnectionError:
+        try:  # a wrong endpoint is told in seconds, not after the whole retry budget
+            self.retry.within(CHECK_SECONDS).run("HeadBucket", root,
+                                                 lambda: self.client.head_bucket(Bucket=bucket))
+        except StorageError as exc:
+            if not isinstance(exc.__cause__, EndpointConnectionError):
+                raise
             raise StorageError(f"storage '{root}': no S3 server answers at {where}",
                                location="s3.endpoint", hint="is the server running? ('deltaflow s3 start')"
                                ) from None
