@@ -66,7 +66,8 @@ class Project:
         if s3 is not None:
             storage, keys = s3[0], s3[1]
             kafka += (f"s3: {{endpoint: '{keys.endpoint}', access_key: {keys.access_key}, "
-                      f"secret_key: {keys.secret_key}, path_style: true}}\n")
+                      f"secret_key: {keys.secret_key}, path_style: true, "
+                      f"retry_budget: '{keys.retry_budget}'}}\n")
         (root / "deltaflow.yml").write_text(
             f"name: test\nstorage: {storage}\nlibraries: [transformations/*.py]\n{kafka}{spec_extra}")
         self.spec_path = root / "deltaflow.yml"

@@ -217,8 +217,16 @@ def run(
     outcomes: Sequence[FlowOutcome] = ()
     try:
         with run_log(pipeline.layout, pipeline.name), stop_on_signals(at_once=True) as stop:
-            outcomes = pipeline.run(mode, interval, stop=stop, plan=plan, on_batch=printer,
-                                    on_message=lambda m: say(m, err))
+            try:
+                outcomes = pipeline.run(mode, interval, stop=stop, plan=plan, on_batch=printer,
+                                        on_message=lambda m: say(m, err))
+            except Exception:
+                if not stop.is_set():
+                    raise
+                # a signal to the whole process group (Ctrl-C, a service's stop) ends Spark's JVM as well
+                say("stopped while starting: Spark was stopped by the same signal; the next run starts "
+                    "where the last one ended", err)
+                raise KeyboardInterrupt from None
     except FlowError as exc:  # how each flow ended (the skipped ones too), then the error's line
         outcomes = exc.outcomes
         raise

@@ -30,19 +30,24 @@ from deltaflow.storage.lease import TableLeases
 from helpers import Project
 
 
-def test_the_server_fails_what_it_is_told_and_a_client_that_retries_gets_through(  # type: ignore[no-untyped-def]
+def test_the_server_fails_what_it_is_told_and_the_retry_policy_gets_through_or_says_so_in_one_line(  # type: ignore[no-untyped-def]
         faults: S3Faults, s3_root: str, s3_spec: S3Spec) -> None:
-    client = StorageLayout(s3_root, s3_spec).fs.client  # type: ignore[attr-defined]
-    bucket = s3_root.split("/")[2]
-    faults.set([FaultRule(path=f"/{bucket}/a$", method="PUT", first=2),
-                FaultRule(path=f"/{bucket}/b$", method="GET", status=None, reset=True, first=1),
-                FaultRule(path=f"/{bucket}/c$", method="PUT", status=500)])
-    client.put_object(Bucket=bucket, Key="a", Body=b"a")  # 503, 503, then through
-    client.put_object(Bucket=bucket, Key="b", Body=b"b")
-    assert client.get_object(Bucket=bucket, Key="b")["Body"].read() == b"b"  # dropped once, then through
-    with pytest.raises(Exception, match="InternalError"):
-        client.put_object(Bucket=bucket, Key="c", Body=b"c")  # every attempt: past botocore's retries
-    assert faults.hits() == [2, 1, 4]  # c: the first attempt and botocore's 3 retries
+    fs = StorageLayout(s3_root, s3_spec.model_copy(update={"retry_budget": "3 seconds"})).fs
+    faults.set([FaultRule(path=r"/a$", method="PUT", first=2),
+                FaultRule(path=r"/b$", method="GET", status=None, reset=True, first=1),
+                FaultRule(path=r"/c$", method="PUT", status=500)])
+    fs.write_text(f"{s3_root}/a", "a")  # 503, 503, then through
+    fs.write_text(f"{s3_root}/b", "b")
+    assert fs.read_text(f"{s3_root}/b") == "b"  # dropped once, then through
+    began = time.monotonic()
+    with pytest.raises(StorageError) as failed:
+        fs.write_text(f"{s3_root}/c", "c")  # every attempt, till the budget is spent
+    line = str(failed.value)
+    assert 2 < time.monotonic() - began < 10 and "\n" not in line, line
+    hits = faults.hits()
+    assert hits[:2] == [2, 1] and hits[2] > 3, hits  # more tries than a count of 3 allows, in 3 s
+    assert line.startswith(f"DF-STORAGE s3.retry_budget: PutObject {s3_root}/c failed {hits[2]} time(s) in ")
+    assert "InternalError" in line and "retry budget (3 s)" in line, line
 
 
 def test_a_lease_renewal_whose_answer_was_lost_still_holds_the_table(  # type: ignore[no-untyped-def]
@@ -156,8 +161,8 @@ def silver():
 """
 
 
-def on_s3(make_project: Any, s3_root: str, s3_spec: S3Spec) -> Project:
-    project = make_project(PIPELINE, s3=(s3_root, s3_spec))
+def on_s3(make_project: Any, s3_root: str, s3_spec: S3Spec, budget: str = "2 minutes") -> Project:
+    project = make_project(PIPELINE, s3=(s3_root, s3_spec.model_copy(update={"retry_budget": budget})))
     for file in range(3):
         project.drop(f"{file}.json", [{"id": f"e{file}-{i}", "n": i} for i in range(40)])
     return project
@@ -213,7 +218,7 @@ def stopped_by(spark: Any, project: Project, faults: S3Faults, rule: FaultRule, 
 
 def test_a_fault_that_outlasts_the_retries_stops_the_run_in_one_line_and_a_rerun_is_exact(  # type: ignore[no-untyped-def]
         spark, make_project, s3_root: str, s3_spec: S3Spec, faults: S3Faults) -> None:
-    line = stopped_by(spark, on_s3(make_project, s3_root, s3_spec), faults,
+    line = stopped_by(spark, on_s3(make_project, s3_root, s3_spec, budget="5 seconds"), faults,
                       FaultRule(path=r"/tables/silver/part-.*\.parquet", method="PUT", status=500),
                       "available_now", FlowError)
     assert "'silver'" in line and "Status Code: 500" in line, line

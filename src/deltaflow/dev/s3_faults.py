@@ -11,7 +11,9 @@ and by a regular expression over its path (``/bucket/key``) and query, and then:
 * after waiting ``delay`` seconds, if given (with no status and no reset: only late).
 
 ``first``: only the first N attempts at each distinct request (method and path) fail, so every client that
-retries gets through, deterministically; ``times``: at most that many faults in all. Neither: every match.
+retries gets through, deterministically; ``times``: at most that many faults in all; ``share``: a random
+share of the matching requests (drawn from the rules' seeded generator, :func:`random_faults`). None of
+them: every match.
 
 Example:
     >>> faults = S3Faults("http://127.0.0.1:19000")  # doctest: +SKIP
@@ -24,6 +26,7 @@ Example:
 from __future__ import annotations
 
 import json
+import random
 import re
 import socket
 import threading
@@ -50,6 +53,33 @@ class FaultRule:
     delay: float = 0.0
     first: int | None = None
     times: int | None = None
+    share: float | None = None
+    seed: int = 0  # of the share's draws (the first rule's seed seeds them all)
+
+
+#: The random fault levels of the tests and the soak: (SlowDown, InternalError, closed, answer lost, delayed).
+DEFAULT_RATES = (0.04, 0.01, 0.01, 0.01, 0.03)
+HIGH_RATES = (0.10, 0.05, 0.04, 0.04, 0.02)
+
+
+def random_faults(rates: tuple[float, float, float, float, float] = DEFAULT_RATES, seed: int = 0,
+                  delay: tuple[float, float] = (1.0, 3.0), path: str = "") -> list[FaultRule]:
+    """Rules failing a random share of every request (of ``path``): throttled, 5xx, closed, lost, late.
+
+    Each request meets at most one fault: the rules draw one number per request, in order. The delayed
+    ones wait the middle of ``delay`` and then go through.
+
+    Example:
+        >>> [(r.status, r.reset, r.answer_lost, r.share) for r in random_faults()][:2]
+        [(503, False, False, 0.04), (500, False, False, 0.01)]
+
+    """
+    slow, internal, closed, lost, late = rates
+    return [FaultRule(path=path, status=503, share=slow, seed=seed),
+            FaultRule(path=path, status=500, share=internal),
+            FaultRule(path=path, status=None, reset=True, share=closed),
+            FaultRule(path=path, status=None, answer_lost=True, share=lost),
+            FaultRule(path=path, status=None, delay=sum(delay) / 2, share=late)]
 
 
 class _Armed:
@@ -59,11 +89,14 @@ class _Armed:
         self.hits = 0
         self.attempts: dict[tuple[str, str], int] = {}
 
-    def fires(self, method: str, target: str) -> bool:
+    def fires(self, method: str, target: str, draw: float) -> bool:
+        """Whether the rule fails this request; ``draw``: where the request's random number fell in it."""
         rule = self.rule
         if (rule.method and rule.method != method) or not self.pattern.search(target):
             return False
         if rule.times is not None and self.hits >= rule.times:
+            return False
+        if rule.share is not None and not 0 <= draw < rule.share:
             return False
         if rule.first is not None:
             seen = self.attempts.get((method, target), 0)
@@ -81,6 +114,7 @@ class FaultInjector:
         self.app = app
         self.lock = threading.Lock()
         self.armed: list[_Armed] = []
+        self.random = random.Random(0)
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:  # noqa: D102
         path, method = environ.get("PATH_INFO", ""), environ.get("REQUEST_METHOD", "")
@@ -88,7 +122,13 @@ class FaultInjector:
             return self._control(environ, start_response)
         target = path + (f"?{environ['QUERY_STRING']}" if environ.get("QUERY_STRING") else "")
         with self.lock:
-            rule = next((a.rule for a in self.armed if a.fires(method, target)), None)
+            rule = None
+            draw = self.random.random()  # the shares of the rules, one after another, on one number
+            for armed in self.armed:
+                if armed.fires(method, target, draw):
+                    rule = armed.rule
+                    break
+                draw -= armed.rule.share or 0.0
         if rule is None:
             return self.app(environ, start_response)
         if rule.delay:
@@ -114,6 +154,7 @@ class FaultInjector:
                 size = int(environ.get("CONTENT_LENGTH") or 0)
                 rules = json.loads(environ["wsgi.input"].read(size) or b"[]")
                 self.armed = [_Armed(FaultRule(**r)) for r in rules]
+                self.random = random.Random(self.armed[0].rule.seed if self.armed else 0)
             elif method == "DELETE":
                 self.armed = []
             body = json.dumps([{**asdict(a.rule), "hits": a.hits} for a in self.armed]).encode()
