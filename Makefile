@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 APT    := $(if $(filter 0,$(shell id -u)),,sudo) env DEBIAN_FRONTEND=noninteractive apt-get
 
-.PHONY: setup browser demo test test-fast test-long test-cluster soak endurance lint typecheck docs docs-serve bench clean
+.PHONY: setup browser demo test test-fast test-long test-cluster soak soak-s3 endurance lint typecheck docs docs-serve bench clean
 
 setup: $(STAMP)
 	$(BIN)/deltaflow setup
@@ -52,6 +52,9 @@ test-cluster: setup  # only the examples on a standalone cluster (master + 2 wor
 SOAK_MINUTES ?= 30
 soak: setup  # clickstream + customers_cdc, continuous, SIGKILLs, upkeep; report in test-artifacts/soak.json
 	DELTAFLOW_SOAK_MINUTES=$(SOAK_MINUTES) $(BIN)/pytest -m soak -s $(PYTEST_ARGS)
+
+soak-s3: setup  # clickstream on the local S3 server failing a share of every request, SIGKILLs; test-artifacts/soak_s3.json
+	DELTAFLOW_SOAK_MINUTES=$(SOAK_MINUTES) $(BIN)/pytest -m soak_s3 -s $(PYTEST_ARGS)
 
 ENDURANCE_HOURS ?= 2
 endurance: setup  # clickstream, continuous, no kills; memory, batch durations, disk areas sampled; test-artifacts/endurance.{json,png}
