@@ -39,7 +39,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from deltaflow.errors import LeaseError, first_line
+from deltaflow.storage.fs import FileSystem
 from deltaflow.storage.layout import StorageLayout
+from deltaflow.storage.s3 import S3FileSystem
 
 
 def this_machine() -> str:
@@ -174,12 +176,13 @@ class TableLeases:
         expires = self.clock() + self.ttl
         path = self.layout.lease(table)
         record = self._record(expires)
-        renewed = self.layout.fs.write_if(path, record, token)
+        fs = self._fs
+        renewed = fs.write_if(path, record, token)
         if renewed is None:  # the record changed: by another run, or by a write of ours that landed late
-            found = self.layout.fs.read_versioned(path)
+            found = fs.read_versioned(path)
             holder = Holder.parse(found[0]) if found else None
             if found is not None and (holder is None or holder.run_id == self.run_id):
-                renewed = self.layout.fs.write_if(path, record, found[1])
+                renewed = fs.write_if(path, record, found[1])
             elif holder is not None:
                 with self._lock:
                     self.tokens.pop(table, None)
@@ -191,6 +194,12 @@ class TableLeases:
                 if table in self.tokens:
                     self.tokens[table] = renewed
                     self.expiries[table] = expires
+
+    @property
+    def _fs(self) -> FileSystem:
+        """The storage, its retries of one renewal bounded by a third of the TTL (then the next one goes)."""
+        fs = self.layout.fs
+        return fs.within(self.ttl / 3) if isinstance(fs, S3FileSystem) else fs
 
     @property
     def held_until(self) -> float:

@@ -18,6 +18,7 @@ Example:
 
 from __future__ import annotations
 
+import copy
 import functools
 import math
 from typing import TYPE_CHECKING, Any
@@ -151,6 +152,12 @@ class S3FileSystem:
     def __init__(self, s3: S3Spec | None = None) -> None:
         self.s3 = s3
         self.retry = RetryPolicy((s3 or _default_spec()).retry_seconds)
+
+    def within(self, seconds: float) -> S3FileSystem:
+        """The same file system (and client), its calls retried for at most ``seconds``."""
+        bounded = copy.copy(self)
+        bounded.retry = self.retry.within(seconds)
+        return bounded
 
     @functools.cached_property
     def client(self) -> Any:
