@@ -102,3 +102,17 @@ def test_a_hold_is_judged_by_the_time_since_its_last_successful_renewal(tmp_path
     assert "once the storage answers" in leases.lost_hint
     leases._renewers = []
     leases.release()
+
+
+def test_a_table_taken_while_renewing_is_renewed_too(tmp_path: Path) -> None:
+    leases = TableLeases(StorageLayout(str(tmp_path)), "p", "run-1", ttl_seconds=0.6)
+    leases.acquire(["bronze"])
+    leases.start_renewing()
+    leases.acquire(["silver"])  # a flow's table taken once the run is under way
+    taken = leases.expiries["silver"]
+    deadline = time.monotonic() + 10
+    while leases.expiries["silver"] == taken:
+        assert time.monotonic() < deadline, "silver was never renewed"
+        time.sleep(0.01)
+    assert leases.lost is None
+    leases.release()

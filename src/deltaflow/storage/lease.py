@@ -131,12 +131,16 @@ class TableLeases:
 
         """
         _ENDED_RUNS.discard(self.run_id)  # holding again
+        new = sorted(set(tables) - set(self.tokens))
         try:
-            for table in sorted(set(tables) - set(self.tokens)):
+            for table in new:
                 self._take(table)
         except LeaseError:
             self.release()
             raise
+        if self._renewers:  # renewing already: the new tables too
+            for table in new:
+                self._start_renewer(table)
 
     def _take(self, table: str) -> None:
         path = self.layout.lease(table)
@@ -181,14 +185,13 @@ class TableLeases:
         if renewed is None:  # the record changed: by another run, or by a write of ours that landed late
             found = fs.read_versioned(path)
             holder = Holder.parse(found[0]) if found else None
-            if found is not None and (holder is None or holder.run_id == self.run_id):
-                renewed = fs.write_if(path, record, found[1])
-            elif holder is not None:
+            if holder is not None and holder.run_id != self.run_id:
                 with self._lock:
                     self.tokens.pop(table, None)
                     self._lost = self._lost or f"lost table '{table}' to {holder.describe()}"
                     self._lost_to_holder = True
                 return
+            renewed = fs.write_if(path, record, found[1] if found else None)  # ours landed late, or gone
         if renewed is not None:
             with self._lock:
                 if table in self.tokens:
@@ -237,7 +240,11 @@ class TableLeases:
         Rounds keep their pace: a renewal that took long is followed by the next at once, not a third of
         the TTL later.
         """
-        def loop(table: str) -> None:
+        for table in sorted(self.tokens):
+            self._start_renewer(table)
+
+    def _start_renewer(self, table: str) -> None:
+        def loop() -> None:
             due = time.monotonic() + self.ttl / 3
             while not self._stop.wait(max(0.0, due - time.monotonic())) and table in self.tokens:
                 due += self.ttl / 3
@@ -247,10 +254,9 @@ class TableLeases:
                 except Exception as exc:  # storage failing past its retries: the next round tries again
                     self._failing = first_line(exc)
 
-        self._renewers = [threading.Thread(target=loop, args=(table,), name=f"deltaflow-lease-{table}",
-                                           daemon=True) for table in sorted(self.tokens)]
-        for thread in self._renewers:
-            thread.start()
+        thread = threading.Thread(target=loop, name=f"deltaflow-lease-{table}", daemon=True)
+        self._renewers.append(thread)
+        thread.start()
 
     def release(self) -> None:
         """Give every held table back (a record that has run out), and stop renewing."""
