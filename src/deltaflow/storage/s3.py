@@ -113,7 +113,7 @@ def delta_options(s3: S3Spec | None) -> dict[str, str]:
 #: How long deltaflow's own S3 calls (records, leases) wait for an answer before they try again.
 READ_TIMEOUT_SECONDS = 20.0
 #: How long the check before a run waits for the storage to answer at all.
-CHECK_SECONDS = 10.0
+CHECK_SECONDS = 5.0
 
 
 def _client(s3: S3Spec | None) -> Any:
