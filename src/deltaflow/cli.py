@@ -61,8 +61,8 @@ from deltaflow.cli_tables import TABLE_VERBS
 from deltaflow.dev.cluster_cli import cluster_app
 from deltaflow.dev.kafka_cli import PortOption, kafka_app
 from deltaflow.dev.s3_cli import s3_app
-from deltaflow.errors import FlowError
-from deltaflow.runtime.run_log import run_log
+from deltaflow.errors import DeltaflowError, FlowError
+from deltaflow.runtime.run_log import append_trace, run_log
 
 if TYPE_CHECKING:
     from deltaflow.runtime.outcomes import FlowOutcome
@@ -216,14 +216,15 @@ def run(
     server = start_ui(pipeline, port=ui_port) if ui else None
     outcomes: Sequence[FlowOutcome] = ()
     try:
-        with run_log(pipeline.layout, pipeline.name), stop_on_signals(at_once=True) as stop:
+        with run_log(pipeline.layout, pipeline.name) as log, stop_on_signals(at_once=True) as stop:
             try:
                 outcomes = pipeline.run(mode, interval, stop=stop, plan=plan, on_batch=printer,
                                         on_message=lambda m: say(m, err))
-            except Exception:
-                if not stop.is_set():
+            except Exception as exc:
+                if not stop.is_set() or isinstance(exc, DeltaflowError):
                     raise
                 # a signal to the whole process group (Ctrl-C, a service's stop) ends Spark's JVM as well
+                append_trace(log, exc)
                 say("stopped while starting: Spark was stopped by the same signal; the next run starts "
                     "where the last one ended", err)
                 raise KeyboardInterrupt from None

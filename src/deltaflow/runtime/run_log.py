@@ -80,11 +80,11 @@ def run_log(layout: StorageLayout, pipeline: str) -> Iterator[Path | None]:
     except ArgumentError:  # the command line: nothing more to read in a log
         raise
     except DeltaflowError as exc:
-        _append_trace(path, exc)
+        append_trace(path, exc)
         exc.hint = "; ".join(h for h in (exc.hint, f"the full error is in {path}") if h)
         raise
     except Exception as exc:
-        _append_trace(path, exc)
+        append_trace(path, exc)
         raise InternalError(f"{type(exc).__name__}: {first_line(exc)}",
                             hint=f"the full error is in {path}") from exc
     finally:
@@ -92,7 +92,10 @@ def run_log(layout: StorageLayout, pipeline: str) -> Iterator[Path | None]:
             del os.environ[LOG_VARIABLE]
 
 
-def _append_trace(path: Path, exc: BaseException) -> None:
+def append_trace(path: Path | None, exc: BaseException) -> None:
+    """Append ``exc``'s stack trace to the run log ``path`` (none: nothing), never failing."""
+    if path is None:
+        return
     with contextlib.suppress(OSError):
         path.parent.mkdir(parents=True, exist_ok=True)
         with path.open("a") as log:
