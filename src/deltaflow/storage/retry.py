@@ -101,14 +101,14 @@ class RetryPolicy:
                 if not retryable(exc):
                     raise
                 spent = time.monotonic() - began
-                wait = random.uniform(0, min(self.cap_seconds, self.base_seconds * 2 ** tries))
-                if spent + wait > self.budget_seconds:
+                if spent >= self.budget_seconds:
                     raise StorageError(
                         f"{operation} {path} failed {tries} time(s) in {spent:.0f} s: {first_line(exc)}",
                         location="s3.retry_budget",
                         hint=f"the storage kept failing for longer than the retry budget "
                              f"({self.budget_seconds:.0f} s); run again once it answers") from exc
-                self.sleep(wait)
+                wait = random.uniform(0, min(self.cap_seconds, self.base_seconds * 2 ** tries))
+                self.sleep(min(wait, self.budget_seconds - spent))  # the last try at the budget's end
 
     def within(self, seconds: float) -> RetryPolicy:
         """The same policy with at most ``seconds`` of budget (a check that must answer soon)."""
