@@ -4,7 +4,8 @@ S3 answers a share of requests with ``503 SlowDown`` or ``500 InternalError``, d
 answers late; a client is expected to try again, spread out, for as long as the caller can wait. A count
 of attempts says nothing about time (three quick attempts fail inside a second-long throttling burst), so
 the policy is a **time budget** (``s3.retry_budget`` in the spec, two minutes unless set), with
-"full jitter" exponential backoff: before try *n* it waits a random time up to ``min(cap, base × 2ⁿ)``.
+"full jitter" exponential backoff: before try *n* it waits a random time up to ``min(cap, base × 2ⁿ)``,
+and the last try comes when the budget ends.
 
 What is tried again (:func:`retryable`): throttling and 5xx answers, timeouts, connections refused, reset
 or closed mid-answer. What is not: the answers that do not change by asking again (access denied, no such
