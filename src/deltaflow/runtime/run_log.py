@@ -27,7 +27,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from deltaflow.errors import ArgumentError, DeltaflowError, InternalError, first_line
+from deltaflow.errors import ConfigError, DeltaflowError, InternalError, first_line
 from deltaflow.runtime.jars import home
 
 if TYPE_CHECKING:
@@ -77,7 +77,7 @@ def run_log(layout: StorageLayout, pipeline: str) -> Iterator[Path | None]:
     os.environ[LOG_VARIABLE] = str(path)
     try:
         yield path
-    except ArgumentError:  # the command line: nothing more to read in a log
+    except ConfigError:  # the command line or the spec, refused before anything ran: nothing to log
         raise
     except DeltaflowError as exc:
         append_trace(path, exc)
