@@ -305,6 +305,9 @@ def main() -> None:
                         help="what gold's state keeps, the same for deltaflow and the exact jobs: bounded "
                         "(the example as shipped, its lateness; the exact gold watermarked, MERGEd) or "
                         "every hour (deltaflow's lateness removed; the exact gold in complete mode)")
+    parser.add_argument("--scheduler", choices=("deltaflow", "fifo"), default="deltaflow",
+                        help="Spark's task scheduling, for an A/B (deltaflow: FAIR, each query in the pool "
+                        "of its depth, runtime/scheduling.py; fifo: Spark's default)")
     parser.add_argument("--quick", action="store_true", help="smoke run: ~20 s cells, small backlog")
     args = parser.parse_args()
     if args.quick:
@@ -326,7 +329,8 @@ def main() -> None:
                       "rocksdb": f"{package}.RocksDBStateStoreProvider"}
             provider = ({"spark.sql.streaming.stateStore.providerClass": stores[args.state_store]}
                         if args.state_store in stores else {})
-            spark = build_session(extra={"spark.sql.warehouse.dir": str(tmp / "wh"), **provider})
+            scheduler = {"spark.scheduler.mode": "FIFO"} if args.scheduler == "fifo" else {}
+            spark = build_session(extra={"spark.sql.warehouse.dir": str(tmp / "wh"), **provider, **scheduler})
             print(f"versions: {versions_line(spark)}")
             print(f"spark: {spark.conf.get('spark.master')}, shuffle partitions "
                   f"{spark.conf.get('spark.sql.shuffle.partitions')}, driver memory "

@@ -41,6 +41,7 @@ from deltaflow.runtime.maintenance import Maintainer
 from deltaflow.runtime.outcomes import BatchProgress, FlowOutcome, MessageCallback, ProgressCallback
 from deltaflow.runtime.refresh import FullRefresh
 from deltaflow.runtime.run_plan import RunPlan
+from deltaflow.runtime.scheduling import flow_depths, scheduler_pool
 from deltaflow.runtime.stopping import stop_between_batches
 from deltaflow.runtime.table_check import check_tables
 from deltaflow.runtime.triggers import Trigger
@@ -230,9 +231,10 @@ class PipelineRun:
                 # (an upstream flow of this run evolved them), and a stream keeps the schema it was built on.
                 self.resolver.rebuild_flow(flow.name)
             carried = [self.graph.flows[d] for d in self.carry.carriers.get(flow.name, ())]
-            trigger = self.trigger_of(flow.name)
-            query = (self.writers.start_carrier(flow, carried, trigger) if flow.name in self.carry.carriers
-                     else self.writers.start(flow, trigger))
+            trigger, carries = self.trigger_of(flow.name), flow.name in self.carry.carriers
+            with scheduler_pool(self.spark, flow_depths(self.resolver)[flow.name]):
+                query = (self.writers.start_carrier(flow, carried, trigger) if carries
+                         else self.writers.start(flow, trigger))
         except Exception as exc:
             failed = {f.name: FlowOutcome(f.name, str(f.location), "failed", first_line(exc))
                       for f in (flow, *carried)}

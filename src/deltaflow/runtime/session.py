@@ -28,7 +28,7 @@ from importlib import resources
 from typing import TYPE_CHECKING
 
 from deltaflow.errors import ConfigError
-from deltaflow.runtime import class_archive
+from deltaflow.runtime import class_archive, scheduling
 from deltaflow.runtime.jars import driver_class_path, jars
 from deltaflow.runtime.jvm_names import java_class, known_roots
 from deltaflow.runtime.jvm_sockets import no_delay
@@ -133,6 +133,7 @@ def default_conf(layout: StorageLayout | None = None, small_run: bool = False) -
         # with it, 0.7 ms without, and an auto CDC batch builds its plan from a few hundred such calls.
         # deltaflow's errors name the flow and its definition's line already; a spec can turn it back on.
         "spark.python.sql.dataFrameDebugging.enabled": "false",
+        **scheduling.SETTINGS,  # downstream flows' tasks first (runtime/scheduling.py)
     }
     if layout is not None and layout.is_local:
         conf["spark.sql.warehouse.dir"] = layout.warehouse

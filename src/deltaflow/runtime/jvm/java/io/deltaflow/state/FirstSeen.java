@@ -6,7 +6,7 @@ import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
 
-import org.apache.spark.api.java.function.MapFunction;
+import org.apache.spark.sql.Column;
 import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Encoders;
 import org.apache.spark.sql.Row;
@@ -59,14 +59,10 @@ public final class FirstSeen extends StatefulProcessor<Row, Row, Row> {
     int groups = fields.length - 1;
     StructType keySchema = new StructType(Arrays.copyOf(fields, groups));
     StructType valueSchema = new StructType(new StructField[] {fields[groups]});
-    MapFunction<Row, Row> key = row -> {
-      Object[] values = new Object[groups];
-      for (int i = 0; i < groups; i++) {
-        values[i] = row.get(i);
-      }
-      return RowFactory.create(values);
-    };
-    return pairs.groupByKey(key, Encoders.row(keySchema))
+    // grouped by its columns, not by a function of each row: Spark passes the group's columns as they are
+    // instead of turning every row into a Row for the function and its result back into columns
+    Column[] keys = Arrays.stream(keySchema.fieldNames()).map(pairs::col).toArray(Column[]::new);
+    return pairs.groupBy(keys).as(Encoders.row(keySchema), Encoders.row(schema))
         .transformWithState(new FirstSeen(valueSchema, keySchema.fieldIndex(windowColumn)),
                             TimeMode.EventTime(), OutputMode.Append(), Encoders.row(schema));
   }
