@@ -227,7 +227,9 @@ def test_a_fault_that_outlasts_the_retries_stops_the_run_in_one_line_and_a_rerun
 def test_an_event_log_that_stays_unwritable_stops_the_run_in_one_line_and_a_rerun_is_exact(  # type: ignore[no-untyped-def]
         spark, make_project, s3_root: str, s3_spec: S3Spec, faults: S3Faults, monkeypatch) -> None:
     monkeypatch.setattr(event_log, "PATIENCE_SECONDS", 2.0)
-    line = stopped_by(spark, on_s3(make_project, s3_root, s3_spec), faults,
+    # each append gives up after the retry budget (deltalake's retry_timeout): a short one, so that the
+    # patience, not the budget, is what the run waits for
+    line = stopped_by(spark, on_s3(make_project, s3_root, s3_spec, budget="5 seconds"), faults,
                       FaultRule(path=r"/_event_log/_delta_log/\d+\.json$", method="PUT", status=503),
                       "continuous", StorageError)
     assert "could not be written for" in line and "tables are not affected" in line, line
