@@ -126,7 +126,9 @@ def by_day():
 
 @pytest.fixture(params=["whole", "merge"])
 def mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """How a batch writes the view: every group from the state (a small view), or the changed ones MERGEd."""
+    """How a batch writes the view: rewritten whole in a commit of deltaflow's (a small view: every group
+    from the state, or with a lateness the changed groups among the view's rows), or the changed groups
+    MERGEd."""
     from deltaflow.sinks import incremental
 
     if request.param == "merge":
@@ -159,22 +161,23 @@ def test_batches_merged_in_equal_a_full_recomputation(spark, project: Project, m
 
 def test_a_batch_run_again_after_its_state_moved_on_counts_each_value_once(
         spark, project: Project, monkeypatch, mode: str) -> None:
+    from deltaflow.sinks.incremental import IncrementalRefresh
     from deltaflow.sinks.materialize import MaterializedView
 
     drop(project, "first", FIRST)
     project.run(spark)
-    method = "write" if mode == "whole" else "merge"
-    real = getattr(MaterializedView, method)
+    writer, method = (IncrementalRefresh, "_replace") if mode == "whole" else (MaterializedView, "merge")
+    real = getattr(writer, method)
     crashed: list[str] = []
 
-    def crash_before_the_view(self: Any, df: Any, *args: Any, **kwargs: Any) -> None:
+    def crash_before_the_view(self: Any, df: Any, *args: Any, **kwargs: Any) -> Any:
         if not crashed:  # the batch's totals computed (its state committed), then killed before the view's
             crashed.append(method)
             df.write.format("noop").mode("overwrite").save()
             raise RuntimeError("killed between the state's commit and the view's")
-        real(self, df, *args, **kwargs)
+        return real(self, df, *args, **kwargs)
 
-    monkeypatch.setattr(MaterializedView, method, crash_before_the_view)
+    monkeypatch.setattr(writer, method, crash_before_the_view)
     drop(project, "late", LATE)
     with pytest.raises(FlowError, match="killed between"):
         project.run(spark)
@@ -259,7 +262,7 @@ def stored_windows(spark: Any, project: Project) -> set[int]:
 
 
 def test_a_view_with_a_lateness_keeps_recent_windows_and_recomputes_the_late_ones(
-        spark, make_project) -> None:
+        spark, make_project, mode: str) -> None:
     project = make_project(LATENESS.replace("MEASURES", MEASURES))
     drop(project, "first", FIRST)
     project.run(spark)
@@ -283,6 +286,11 @@ def test_a_view_with_a_lateness_keeps_recent_windows_and_recomputes_the_late_one
     assert (rows[10, "p1"]["users"], rows[10, "p1"]["n"]) == (3, 6)  # u1 once, u9 new: exact
     last = DeltaTable(project.table("gold")).history(1)[0]
     assert last["operation"] == "WRITE" and "predicate" in last["operationParameters"]  # by window
+    # each batch's changed groups: folded into the view's rows and the view rewritten, or MERGEd
+    commits = [(c["operation"], "predicate" in c["operationParameters"])
+               for c in reversed(DeltaTable(project.table("gold")).history())]
+    batches = [c for c in commits if c != ("WRITE", True)][2:]  # after its creation and batch 0's
+    assert batches == ([("WRITE", False)] if mode == "whole" else [("MERGE", True)]) * 3
     assert stored_windows(spark, project) == {15}
     commits = project.checkpoint("gold") / "commits"
     # one batch per run with rows: none of the batches Spark would add only to drop old state
@@ -315,8 +323,8 @@ def test_late_windows_recomputed_after_a_crash_between_the_two_writes(
     drop(project, "late", LATE)
     with pytest.raises(FlowError, match="killed between"):
         project.run(spark)
-    assert view(project) != recomputed(spark, project)  # the batch's MERGE committed, its late rows not
-    project.run(spark)  # the batch runs again: its MERGE is skipped, its late windows found again
+    assert view(project) != recomputed(spark, project)  # the batch's write committed, its late rows not
+    project.run(spark)  # the batch runs again: its write is skipped, its late windows found again
     assert crashed and view(project) == recomputed(spark, project)
 
 

@@ -33,19 +33,36 @@ def retry_conflicts(action: Callable[[], T], what: str, attempts: int = ATTEMPTS
         SinkError: It lost ``attempts`` times in a row, naming ``what`` and the last conflict.
 
     """
+    for attempt in range(1, attempts + 1):
+        try:
+            return action()
+        except Exception as exc:
+            conflict = as_conflict(exc)
+            if conflict is None:
+                raise
+            if attempt == attempts:
+                raise SinkError(f"{what}: lost {attempts} commits in a row to concurrent writers: "
+                                f"{first_line(conflict)}") from exc
+            time.sleep(random.uniform(0, min(0.05 * 2 ** attempt, 5.0)))  # jittered: the winner moves on
+    raise AssertionError("unreachable")
+
+
+def as_conflict(error: Exception) -> Exception | None:
+    """``error`` as Delta's Python exception for a lost commit race, or None when it is something else.
+
+    A commit deltaflow makes through py4j itself (``txn.commit``: :mod:`deltaflow.sinks.txn_append`)
+    raises the JVM's exception as it is; pyspark converts only those of its own calls.
+    """
     import delta.exceptions as conflict
+    from py4j.protocol import Py4JJavaError
+    from pyspark.errors.exceptions.captured import convert_exception
 
     # Delta's Python classes for its conflicts share no base class: name each.
     conflicts = (conflict.DeltaConcurrentModificationException, conflict.ConcurrentWriteException,
                  conflict.MetadataChangedException, conflict.ProtocolChangedException,
                  conflict.ConcurrentAppendException, conflict.ConcurrentDeleteReadException,
                  conflict.ConcurrentDeleteDeleteException, conflict.ConcurrentTransactionException)
-    for attempt in range(1, attempts + 1):
-        try:
-            return action()
-        except conflicts as exc:
-            if attempt == attempts:
-                raise SinkError(f"{what}: lost {attempts} commits in a row to concurrent writers: "
-                                f"{first_line(exc)}") from exc
-            time.sleep(random.uniform(0, min(0.05 * 2 ** attempt, 5.0)))  # jittered: the winner moves on
-    raise AssertionError("unreachable")
+    if isinstance(error, Py4JJavaError):
+        converted: Exception = convert_exception(error.java_exception)  # delta.exceptions adds its own
+        return converted if isinstance(converted, conflicts) else None
+    return error if isinstance(error, conflicts) else None

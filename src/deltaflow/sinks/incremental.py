@@ -15,9 +15,13 @@ hand-written job would run, made exact and written idempotently:
   finds the pairs of closed windows by reading its whole state at every batch (a batch over 10M stored
   pairs spent 2-3 s there), where ``FirstSeen`` keeps a timer per group at its window's end and drops the
   group's values when it fires, so a batch costs what it brings and what it drops.
-* A view up to :data:`REWRITE_BELOW_BYTES` when its query starts runs in Spark's *complete* mode: every
-  batch hands over every group, and the view is overwritten with them (one write, no read). A larger view
-  runs in *update* mode: a batch hands over the groups it changed, MERGEd into the view by their keys.
+* A view up to :data:`REWRITE_BELOW_BYTES` when its query starts is rewritten whole by each batch, in one
+  Spark job and one commit (:func:`~deltaflow.sinks.txn_append.replace_once`: the check that the batch is
+  new read from the table's checksum, not from a replay of its log). Without a lateness the query runs in
+  Spark's *complete* mode and hands over every group; with one, in *update* mode, and the groups it
+  changed replace theirs among the view's current rows. A larger view (or one recording a change feed,
+  which then holds the changed groups only) gets the changed groups MERGEd in by their keys. Where the
+  checksum cannot list the table's files, the batch goes through Delta's writer or MERGE instead.
 
 Exactly once: the state is versioned with the checkpoint, so a batch that runs again after a crash starts
 from the state before it and yields the same totals; the view's write carries the view's ``txnAppId`` and
@@ -39,9 +43,11 @@ from typing import TYPE_CHECKING
 
 from deltaflow.errors import ConfigError
 from deltaflow.runtime.jvm_names import java_class
+from deltaflow.sinks.conflicts import retry_conflicts
 from deltaflow.sinks.foreach_batch import read_if_replayed
 from deltaflow.sinks.late_rows import late_windows
 from deltaflow.sinks.read_rows import ROWS_METRIC
+from deltaflow.sinks.txn_append import replace_once
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
@@ -51,10 +57,11 @@ if TYPE_CHECKING:
     from deltaflow.sinks.incremental_plan import IncrementalPlan, Measure
     from deltaflow.sinks.materialize import MaterializedView
 
-#: A view this small when its query starts is rewritten whole by each batch (Spark's complete mode: every
-#: group from the state, one write); a larger one gets the changed groups MERGEd in (update mode).
+#: A view this small when its query starts is rewritten whole by each batch (every group from the state, or
+#: the changed groups among the view's rows); a larger one gets the changed groups MERGEd in.
 REWRITE_BELOW_BYTES = 16 * 2**20
 _PAIR = "_df_pair"  # on a deduplicated pair: which distinct measure it counts (null on input rows)
+_NEWER, _LATEST = "_df_newer", "_df_latest"  # folding a batch's groups into the view's rows
 
 
 @dataclass
@@ -64,14 +71,17 @@ class IncrementalRefresh:
     Args:
         view: The view (its flow, table and transaction id).
         plan: Its keys and measures.
-        whole: Every batch rewrites the whole view (complete mode) rather than MERGE the groups it
-            changed (update mode); set by :meth:`choose_mode` when the query starts.
+        whole: The query hands over every group (complete mode) rather than the groups a batch changed
+            (update mode); set by :meth:`choose_mode` when the query starts.
+        rewrite: Every batch rewrites the view in one commit of its own (rather than through Delta's writer
+            or MERGE); set by :meth:`choose_mode`.
 
     """
 
     view: MaterializedView
     plan: IncrementalPlan
     whole: bool = True
+    rewrite: bool = True
 
     @property
     def output_mode(self) -> str:
@@ -81,10 +91,12 @@ class IncrementalRefresh:
     def choose_mode(self, view_bytes: int) -> None:
         """Rewrite the view whole while it is small (``view_bytes``: its table's size as the query starts).
 
-        A view whose state keeps recent windows only is never rewritten whole: complete mode keeps every
-        group in the state.
+        A view whose state keeps recent windows only is not handed over whole (complete mode keeps every
+        group in the state), but its changed groups are folded into its rows.
         """
-        self.whole = view_bytes <= REWRITE_BELOW_BYTES and self.plan.lateness is None
+        small = view_bytes <= REWRITE_BELOW_BYTES
+        self.whole = small and self.plan.lateness is None
+        self.rewrite = small and not self.view.resolver.records_changes(self.view.name)
 
     def rows(self, stream: DataFrame) -> DataFrame:
         """The driver query: the view's aggregation over ``stream`` (its input), kept in Spark's state."""
@@ -120,16 +132,37 @@ class IncrementalRefresh:
             totals = read.select(*[F.col(_q(f.name)).cast(f.dataType).alias(f.name) for f in schema.fields])
             if batch_id == 0:  # a new checkpoint: its state started empty, and so does the view
                 self.view.layout.fs.write_text(self.view.checkpoint.view_plan, self.plan.signature)
-            if self.whole or batch_id == 0:
-                self.view.write(totals, batch_id, mode="incremental")
-            else:
-                self.view.merge(totals, self.plan.keys, batch_id)
+            if not (self.rewrite and self._replace(totals, batch_id)):
+                if self.whole or batch_id == 0:
+                    self.view.write(totals, batch_id, mode="incremental")
+                else:
+                    self.view.merge(totals, self.plan.keys, batch_id)
         if self.plan.lateness is not None:
             refresh = self._refresh
             late = late_windows(batch.sparkSession, self.view.layout, self.view.checkpoint, batch_id,
                                 self.plan.input, refresh.column, refresh.duration)
             if late:
                 self.view.recompute_windows(late, batch_id, batch.sparkSession, late=True)
+
+    def _replace(self, totals: DataFrame, batch_id: int) -> bool:
+        """Rewrite the view with ``totals`` (every group, or the changed ones among the view's rows), once.
+
+        False when the table's checksum cannot say what the view holds, or the view's columns changed
+        (a new checkpoint's batch 0): nothing written.
+        """
+        session = totals.sparkSession
+
+        def rows(files: list[str]) -> DataFrame:
+            whole = self.whole or batch_id == 0 or not files  # batch 0: the state, and so the view, anew
+            return totals if whole else _folded(totals, files, self.plan.keys)
+
+        def replace() -> bool | None:
+            return replace_once(session, self.view.path, rows, app_id=self.view.app_id(), batch_id=batch_id)
+
+        if retry_conflicts(replace, f"materialized view '{self.view.name}'") is None:
+            return False
+        self.view.note_refresh(session, batch_id, "incremental")
+        return True
 
     def _first_seen(self, pairs: DataFrame) -> DataFrame:
         """The rows of ``pairs`` (the view's keys, then a value) whose pair no earlier row had: ``FirstSeen``.
@@ -169,6 +202,24 @@ def _grouped_rows(view: DataFrame) -> DataFrame:
     child = view._jdf.queryExecution().analyzed().child()
     dataset = java_class(session, "org.apache.spark.sql.classic.Dataset")
     return DataFrame(dataset.ofRows(session._jsparkSession, child), session)
+
+
+def _folded(totals: DataFrame, files: list[str], keys: tuple[str, ...]) -> DataFrame:
+    """The view's rows in ``files`` with the groups of ``totals`` (whole rows) in place of theirs, one file.
+
+    One pass, so the batch behind ``totals`` is computed once: both sides grouped by the keys (a null key
+    is a group too), each group keeping its newer row.
+    """
+    from pyspark.sql import functions as F
+
+    names = [field.name for field in totals.schema.fields]
+    measures = [name for name in names if name not in keys]
+    stored = totals.sparkSession.read.schema(totals.schema).parquet(*files)
+    both = totals.withColumn(_NEWER, F.lit(1)).unionByName(stored.withColumn(_NEWER, F.lit(0)))
+    latest = F.max(F.struct(F.col(_NEWER), *[F.col(_q(m)) for m in measures])).alias(_LATEST)
+    folded = both.groupBy(*[_q(k) for k in keys]).agg(latest)
+    return folded.select(*[F.col(_q(n)) if n in keys else F.col(_LATEST).getField(n).alias(n)
+                           for n in names]).coalesce(1)
 
 
 def _value(index: int) -> str:

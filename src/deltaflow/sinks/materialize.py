@@ -258,7 +258,7 @@ class MaterializedView:
                                 f"F.window('{refresh.column}', '{refresh.duration}') with its start in "
                                 f"'{refresh.output}'", location=str(self.dataset.location)) from exc
             raise
-        self._refreshed(df.sparkSession, batch_id, mode or ("windows" if replace_where else "full"))
+        self.note_refresh(df.sparkSession, batch_id, mode or ("windows" if replace_where else "full"))
 
     def merge(self, groups: DataFrame, keys: tuple[str, ...], batch_id: int) -> None:
         """MERGE ``groups`` (whole rows of the view) into the view by ``keys``, once per ``batch_id``."""
@@ -273,13 +273,13 @@ class MaterializedView:
 
         with idempotent_writes(session, self.app_id(), batch_id):
             retry_conflicts(merge, f"materialized view '{self.name}'")
-        self._refreshed(session, batch_id, "incremental")
+        self.note_refresh(session, batch_id, "incremental")
 
     def take_refresh(self, batch_id: int) -> dict[str, Any] | None:
         """What batch ``batch_id`` refreshed (mode, rows written), once: the event log asks for it."""
         return self.refreshed.pop(batch_id, None)
 
-    def _refreshed(self, session: SparkSession, batch_id: int | None, mode: str) -> None:
+    def note_refresh(self, session: SparkSession, batch_id: int | None, mode: str) -> None:
         """Note batch ``batch_id``'s refresh, with the rows its commit says (read as ``history`` does)."""
         if batch_id is None:
             return
