@@ -200,3 +200,52 @@ def test_a_sql_query_spark_refuses_is_one_line_at_its_file_and_line(  # type: ig
     assert shown.returncode != 0
     assert len(shown.stderr.strip().splitlines()) == 1, shown.stderr  # no log of Spark's, no stack
     assert "sales.sql:3" in shown.stderr and "DF-GRAPH" in shown.stderr, shown.stderr
+
+
+VIEWS_SQL = """\
+-- a temporary view in SQL, read by a SQL materialized view (partitioned) and a Python one
+CREATE TEMPORARY VIEW valid_orders AS
+SELECT order_id, product_category, amount FROM orders_bronze WHERE order_id IS NOT NULL AND amount > 0;
+
+CREATE MATERIALIZED VIEW revenue_by_size
+PARTITIONED BY (size)
+AS SELECT CASE WHEN amount >= 100 THEN 'large' ELSE 'small' END AS size, product_category,
+          count(*) AS order_count, round(sum(amount), 2) AS revenue
+   FROM valid_orders GROUP BY 1, 2;
+"""
+VIEWS_PY = """\
+from pyspark import pipelines as dp
+from pyspark.sql import functions as F
+
+
+@dp.materialized_view(partition_cols=["product_category"])
+def big_orders():
+    return spark.read.table("valid_orders").where(F.col("amount") >= 100)
+"""
+
+
+def test_a_sql_temporary_view_feeds_sql_and_python_views_which_keep_their_partitioning(  # type: ignore[no-untyped-def]
+        spark, tmp_path: Path, capsys) -> None:
+    project, landing = sdp_orders(tmp_path)
+    (project / "transformations" / "views.sql").write_text(VIEWS_SQL)
+    (project / "transformations" / "big.py").write_text(VIEWS_PY)
+    layout = Pipeline.load(project).layout
+    orders: list[dict[str, Any]] = []
+    for round_, seed in enumerate((11, 12)):  # the second run refreshes the views from their drivers
+        orders += drop(landing, f"{round_}.json", seed=seed)
+        ran = cli(capsys, "run", "--available-now", "--spec", str(project))
+        assert ran.returncode == 0, ran.stderr
+        valid = [o for o in orders if o["order_id"] and o["amount"] > 0]
+        sizes: dict[tuple[str, str], list[float]] = defaultdict(list)
+        for o in valid:
+            sizes["large" if o["amount"] >= 100 else "small", o["product_category"]].append(o["amount"])
+        expected = sorted((s, c, len(a), round(sum(a), 2)) for (s, c), a in sizes.items())
+        revenue = DeltaTable(layout.table("revenue_by_size"))
+        got = sorted((r["size"], r["product_category"], r["order_count"], r["revenue"])
+                     for r in revenue.to_pyarrow_table().to_pylist())
+        assert got == expected
+        big = DeltaTable(layout.table("big_orders"))
+        assert sorted(r["order_id"] for r in big.to_pyarrow_table().to_pylist()) == sorted(
+            o["order_id"] for o in valid if o["amount"] >= 100)
+        assert revenue.metadata().partition_columns == ["size"]  # as SDP writes them
+        assert big.metadata().partition_columns == ["product_category"]

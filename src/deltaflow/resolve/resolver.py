@@ -268,7 +268,12 @@ class Resolver(ResolvedGraph):
 
     def _read_view(self, name: str, streaming: bool, where: str) -> DataFrame:
         view = self.flows[name]
-        df = view.df if self._restrict is None and self._stand_ins is None else self._call(view.flow)
+        df = view.df
+        # built again over restricted reads, or on the session a refresh runs on: a SQL query reading the
+        # view finds it only among that session's temporary views (deltaflow.sources.sql)
+        again = self._restrict is not None or self._stand_ins is not None
+        if again or not _same_session(df, current().spark):
+            df = self._call(view.flow)
         if bool(df.isStreaming) != streaming:
             shape, verb = (("streaming", "dp.read_stream / spark.readStream.table") if df.isStreaming
                            else ("batch", "dp.read / spark.read.table"))
@@ -342,6 +347,10 @@ class Resolver(ResolvedGraph):
 
     def _call(self, flow: Flow) -> DataFrame:
         return self._run(flow).df
+
+
+def _same_session(df: DataFrame, spark: SparkSession) -> bool:
+    return bool(df.sparkSession._jsparkSession.equals(spark._jsparkSession))
 
 
 def _failing_line(exc: BaseException, flow: Flow) -> str:

@@ -238,10 +238,10 @@ class MaterializedView:
         ``mode``: how the refresh is reported (default ``windows`` with ``replace_where``, else ``full``).
         ``app_id``: the write's ``txnAppId`` (default the view's, :meth:`app_id`).
         """
-        writer = df.write.format("delta").mode("overwrite")
+        writer = df.write.format("delta").mode("overwrite").partitionBy(*self.dataset.partition_cols)
         if replace_where:
             writer = writer.option("replaceWhere", replace_where)
-        else:
+        else:  # a new schema replaces the old, and so would no partitioning the declared one
             writer = writer.option("overwriteSchema", "true")
         try:
             what = f"materialized view '{self.name}'"
