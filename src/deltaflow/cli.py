@@ -9,6 +9,8 @@
     deltaflow run [--available-now | --continuous | --once] [--refresh a,b] [--full-refresh a]
     deltaflow status [--json]        each flow's state, last batch, rates and backlog, without Spark
     deltaflow ui [--port 8787] [--host 127.0.0.1]    the live dashboard and /metrics, without Spark
+    deltaflow show TABLE [--limit 20] [--where SQL] [--version V] [--json|--csv]    rows, without Spark
+    deltaflow sql "SELECT ..." [--json|--csv]    a query over the pipeline's tables by name, without Spark
     deltaflow changes TABLE [--from V] [--to V] [--json]    a table's Change Data Feed, without Spark
     deltaflow history TABLE [--limit N] [--json]    a table's versions and the flow batch behind each
     deltaflow optimize [TABLE ...] [--zorder a,b] [--where SQL]    compact small files, while running

@@ -1,4 +1,4 @@
-"""The table verbs of ``deltaflow``: read a table's changes and history, compact, vacuum or rewind it.
+"""The table verbs of ``deltaflow``: a table's rows, changes and history; compact, vacuum or rewind it.
 
 Each is a thin function over :class:`deltaflow.pipeline.Pipeline`; ``deltaflow.cli`` registers them.
 """
@@ -6,13 +6,20 @@ Each is a thin function over :class:`deltaflow.pipeline.Pipeline`; ``deltaflow.c
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Callable
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from deltaflow.cli_shared import JsonOption, SpecOption, err, load, out, say
 from deltaflow.runtime.run_log import run_log
+
+if TYPE_CHECKING:
+    from deltaflow.commands.query import QueryResult
+
+RowsJsonOption = Annotated[bool, typer.Option("--json", help="One JSON object per row.")]
+CsvOption = Annotated[bool, typer.Option("--csv", help="CSV with a header line.")]
 
 
 def changes(
@@ -44,6 +51,54 @@ def changes(
     out.print(changes_table(table, rows, limit))
     if 0 < limit < len(rows):
         say(f"... {len(rows) - limit:,} more (--limit 0 shows all, --json for JSON lines)")
+
+
+def show(
+    table: Annotated[str, typer.Argument(help="A table of the pipeline.")],
+    limit: Annotated[int, typer.Option(help="At most this many rows (0: all).", min=0)] = 20,
+    where: Annotated[str | None, typer.Option(help="Only the rows matching this SQL predicate, e.g. "
+                                              "\"amount > 10\".")] = None,
+    version: Annotated[int | None, typer.Option(help="The table as it was at this version (see 'deltaflow "
+                                                "history').", min=0)] = None,
+    as_json: RowsJsonOption = False,
+    as_csv: CsvOption = False,
+    spec: SpecOption = None,
+) -> None:
+    """Show a table's rows, without Spark: the newest version, or an earlier one."""
+    _one_format(as_json, as_csv)
+    result = load(spec, reading=True).show(table, limit, where, version)
+    at = f" at version {version}" if version is not None else ""
+    _print(result, as_json, as_csv, f"{table}{at}")
+
+
+def sql(
+    query: Annotated[str, typer.Argument(help="A SELECT over the pipeline's tables by name.")],
+    as_json: RowsJsonOption = False,
+    as_csv: CsvOption = False,
+    spec: SpecOption = None,
+) -> None:
+    """Answer a SQL query over the pipeline's tables by name, without Spark (delta-rs' engine)."""
+    _one_format(as_json, as_csv)
+    _print(load(spec, reading=True).sql(query), as_json, as_csv, "result")
+
+
+def _one_format(as_json: bool, as_csv: bool) -> None:
+    if as_json and as_csv:
+        raise typer.BadParameter("--json and --csv: give one", param_hint="--csv")
+
+
+def _print(result: QueryResult, as_json: bool, as_csv: bool, title: str) -> None:
+    from deltaflow.views import csv_text, json_lines, rows_table
+
+    if as_json:
+        for line in json_lines(result):
+            say(line)
+    elif as_csv:
+        sys.stdout.write(csv_text(result))
+    else:
+        out.print(rows_table(title, result))
+        if result.more:
+            say("... more rows (--limit 0 shows all; --json or --csv for scripts)")
 
 
 def history(
@@ -140,4 +195,4 @@ def rewind(
         say(f"  the next run rebuilds {', '.join(result.rebuilt)} (downstream)")
 
 
-TABLE_VERBS: list[Callable[..., None]] = [changes, history, optimize, rewind, vacuum]
+TABLE_VERBS: list[Callable[..., None]] = [show, sql, changes, history, optimize, rewind, vacuum]

@@ -3,7 +3,8 @@
 A :class:`Pipeline` is a spec (``deltaflow.yml``), its storage layout and, once something needs Spark, its
 SparkSession. Every CLI verb, the demo, the tests and the benchmarks assemble a pipeline here and nowhere
 else: load, analyse (dry-run), run, replay, rewind, the table upkeep (optimize, vacuum) and the read verbs
-(status, changes, history, quarantine).
+(status, show, sql, changes, history, quarantine:
+:class:`~deltaflow.commands.reading.ReadVerbs`).
 
 Example:
     >>> pipeline = Pipeline.load("examples/orders")  # doctest: +SKIP
@@ -13,8 +14,7 @@ Example:
     >>> [o.state for o in outcomes]  # doctest: +SKIP
     ['completed', 'completed', 'completed']
 
-Nothing here imports Spark until a verb needs it: ``status``, ``changes`` and ``quarantine`` run without a
-JVM.
+Nothing here imports Spark until a verb needs it: the read verbs run without a JVM.
 
 """
 
@@ -25,10 +25,11 @@ import shutil
 import tempfile
 import threading
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from deltaflow.commands.reading import ReadVerbs
 from deltaflow.spec import Spec, TriggerMode, load_spec
 from deltaflow.storage import StorageLayout
 
@@ -37,13 +38,10 @@ if TYPE_CHECKING:
 
     from pyspark.sql import SparkSession
 
-    from deltaflow.commands.history import TableVersion
     from deltaflow.commands.optimize import OptimizeResult
     from deltaflow.commands.plan import Plan
-    from deltaflow.commands.quarantine import QuarantineReport
     from deltaflow.commands.replay import ReplayResult
     from deltaflow.commands.rewind import Rewind
-    from deltaflow.commands.status import FlowStatus
     from deltaflow.commands.vacuum import VacuumResult
     from deltaflow.context import PipelineContext
     from deltaflow.graph import Flow, PipelineGraph
@@ -56,7 +54,7 @@ if TYPE_CHECKING:
     from deltaflow.ui.app import UiServer
 
 
-class Pipeline:
+class Pipeline(ReadVerbs):
     """A pipeline project, and every verb deltaflow has for it.
 
     Args:
@@ -356,33 +354,6 @@ class Pipeline:
     def tables(self) -> list[str]:
         """The names of the pipeline's stored datasets (its tables and materialized views)."""
         return [n for n, d in self.graph.datasets.items() if d.stored]
-
-    # -- reading (no JVM) ---------------------------------------------------------------------------------
-
-    def status(self) -> list[FlowStatus]:
-        """Each flow's state, last batch, rates and backlog, from the event log."""
-        from deltaflow.commands.status import pipeline_status
-
-        return pipeline_status(self.spec, self.storage().read_once())
-
-    def changes(self, table: str, start: int = 0, end: int | None = None,
-                on_message: Callable[[str], None] | None = None) -> list[dict[str, Any]]:
-        """``table``'s Change Data Feed rows, versions ``start`` (or the feed's first) to ``end`` (latest)."""
-        from deltaflow.commands.changes import table_changes
-
-        return table_changes(self.storage(), table, start, end, on_message, self.spec.path)
-
-    def history(self, table: str, limit: int = 20) -> list[TableVersion]:
-        """``table``'s newest ``limit`` versions (0: all), each with the flow and batch that wrote it."""
-        from deltaflow.commands.history import table_history
-
-        return table_history(self.storage(), table, limit)
-
-    def quarantine(self, table: str, samples: int = 3) -> QuarantineReport:
-        """``table``'s quarantined rows counted by reason, with samples."""
-        from deltaflow.commands.quarantine import quarantine_report
-
-        return quarantine_report(self.storage(), table, samples)
 
     def serve_ui(self, host: str = "127.0.0.1", port: int | None = None) -> UiServer:
         """Start the live dashboard and ``/metrics`` of the pipeline on a thread (see :mod:`deltaflow.ui`).

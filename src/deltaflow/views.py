@@ -7,14 +7,17 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from rich import box
+from rich.markup import escape
 from rich.table import Table
 
 if TYPE_CHECKING:
     from deltaflow.commands.history import TableVersion
     from deltaflow.commands.quarantine import QuarantineReport
+    from deltaflow.commands.query import QueryResult
     from deltaflow.commands.status import FlowStatus
 
 
@@ -123,3 +126,32 @@ def history_table(table: str, versions: list[TableVersion]) -> Table:
         view.add_row(str(v.version), v.timestamp.strftime("%Y-%m-%d %H:%M:%S"), v.operation, rows(v),
                      f"+{v.files_added} -{v.files_removed}", writer)
     return view
+
+
+def rows_table(title: str, result: QueryResult) -> Table:
+    """A query's rows under its column names; a null shows as ``null``, apart from an empty string."""
+    count = f"{len(result.rows):,}{'+' if result.more else ''} row{'' if len(result.rows) == 1 else 's'}"
+    view = Table(*result.columns, title=f"{title}: {count}", title_justify="left")
+    for row in result.rows:
+        view.add_row(*("[dim]null[/]" if v is None else escape(str(v)) for v in row))
+    return view
+
+
+def json_lines(result: QueryResult) -> Iterator[str]:
+    """One JSON object per row (timestamps in ISO 8601, decimals as strings)."""
+    from deltaflow.commands.changes import json_line
+
+    for row in result.as_dicts():
+        yield json_line(row)
+
+
+def csv_text(result: QueryResult) -> str:
+    """The rows as CSV with a header line (a null as an empty field)."""
+    import csv
+    import io
+
+    text = io.StringIO()
+    writer = csv.writer(text, lineterminator="\n")
+    writer.writerow(result.columns)
+    writer.writerows(["" if v is None else v for v in row] for row in result.rows)
+    return text.getvalue()

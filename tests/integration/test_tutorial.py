@@ -5,6 +5,7 @@ pipeline over Kafka (issue 42). The files the page shows are the files used here
 
 from __future__ import annotations
 
+import json
 import runpy
 import shutil
 from pathlib import Path
@@ -31,6 +32,19 @@ def reasons() -> list[str]:
     return sorted(reason for r in rows("silver_events_quarantine") for reason in r["failed_expectations"])
 
 
+def shown(capsys, *args: str) -> dict[str, tuple[int, float]]:  # type: ignore[no-untyped-def]
+    """gold_actions as ``deltaflow ARGS --json`` prints it."""
+    lines = printed(capsys, *args, "--json").splitlines()
+    return {r["action"]: (r["events"], r["amount"]) for r in map(json.loads, lines)}
+
+
+def printed(capsys, *args: str) -> str:  # type: ignore[no-untyped-def]
+    """What ``deltaflow ARGS`` printed to stdout (for a script to parse)."""
+    done = cli(capsys, *args)
+    assert done.returncode == 0, f"deltaflow {' '.join(args)}: {done.stderr}"
+    return done.stdout
+
+
 def ok(capsys, *args: str) -> str:  # type: ignore[no-untyped-def]
     done = cli(capsys, *args)
     assert done.returncode == 0, f"deltaflow {' '.join(args)}: {done.stderr}"
@@ -49,12 +63,26 @@ def test_the_tutorial_runs_as_written(  # type: ignore[no-untyped-def]
     assert len(rows("bronze_events")) == 6 and len(rows("silver_events")) == 4
     assert reasons() == ["has_user"]
     assert gold() == {"view": (2, 0.0), "buy": (2, 62.49)}
+    assert shown(capsys, "show", "gold_actions") == gold()
+    after_first = DeltaTable(Pipeline.load(Path()).layout.table("gold_actions")).version()
+    assert after_first == 1  # the version the page names
     # 3. New input
     shutil.copy(TUTORIAL / "events-0002.json", "landing/")
     ok(capsys, "run", "--available-now")
     assert gold() == {"view": (3, 0.0), "buy": (3, 72.49)}
+    assert shown(capsys, "show", "gold_actions") == gold()
+    first = {"view": (2, 0.0), "buy": (2, 62.49)}
+    assert shown(capsys, "show", "gold_actions", "--version", "1") == first
     # 4. Look at it
     assert "silver_events" in ok(capsys, "status")
+    buys = [json.loads(line) for line in
+            printed(capsys, "show", "silver_events", "--where", "action = 'buy'", "--json").splitlines()]
+    assert sorted(r["event_id"] for r in buys) == sorted(r["event_id"] for r in rows("silver_events")
+                                                         if r["action"] == "buy")
+    query = "SELECT user_id, count(*) AS events FROM silver_events GROUP BY user_id"
+    per_user = printed(capsys, "sql", query, "--csv").splitlines()
+    assert per_user[0] == "user_id,events" and len(per_user) - 1 == len({r["user_id"] for r in
+                                                                       rows("silver_events")})
     assert "gold_actions" in ok(capsys, "history", "gold_actions")
     assert "has_user" in ok(capsys, "quarantine", "silver_events")
     # 5. Over Kafka
