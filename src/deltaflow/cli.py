@@ -21,6 +21,7 @@
     deltaflow kafka start|stop|status [--port 19092]
     deltaflow s3 start|stop|status [--port 19000] [--bucket lake]
     deltaflow cluster start|stop|status [--port 7077] [--workers 2]
+    deltaflow metastore start|stop|status [--port 9083]
 
 Every verb that reads a pipeline takes ``--spec`` (default: the nearest ``deltaflow.yml`` upward).
 ``-v/--verbose`` shows Spark's own log (``$DELTAFLOW_LOG_LEVEL`` sets its level; default: errors only).
@@ -62,6 +63,7 @@ from deltaflow.cli_shared import (
 from deltaflow.cli_tables import TABLE_VERBS
 from deltaflow.dev.cluster_cli import cluster_app
 from deltaflow.dev.kafka_cli import PortOption, kafka_app
+from deltaflow.dev.metastore_cli import metastore_app
 from deltaflow.dev.s3_cli import s3_app
 from deltaflow.errors import DeltaflowError, FlowError
 from deltaflow.runtime.run_log import append_trace, run_log
@@ -77,6 +79,7 @@ app = typer.Typer(
 app.add_typer(kafka_app, name="kafka")
 app.add_typer(s3_app, name="s3")
 app.add_typer(cluster_app, name="cluster")
+app.add_typer(metastore_app, name="metastore")
 for verb in (*PROJECT_VERBS, *ANALYSE_VERBS, *PLAN_VERBS, *TABLE_VERBS):
     app.command()(verb)
 

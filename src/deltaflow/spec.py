@@ -54,14 +54,15 @@ from deltaflow.spec_sections import (
     KafkaSpec,
     LeaseSpec,
     MaintenanceSpec,
+    MetastoreSpec,
     S3Spec,
     Strict,
     TriggerMode,
     TriggerSpec,
 )
 
-__all__ = ["FlowTriggerSpec", "KafkaSpec", "LeaseSpec", "MaintenanceSpec", "S3Spec", "Spec", "TriggerMode",
-           "TriggerSpec", "find_spec", "json_schema", "load_spec", "parse_spec"]
+__all__ = ["FlowTriggerSpec", "KafkaSpec", "LeaseSpec", "MaintenanceSpec", "MetastoreSpec", "S3Spec", "Spec",
+           "TriggerMode", "TriggerSpec", "find_spec", "json_schema", "load_spec", "parse_spec"]
 
 #: The spec's file names, looked for in this order (Spark Declarative Pipelines' last: deltaflow.sdp.spec).
 SPEC_NAMES = ("deltaflow.yml", "deltaflow.yaml", *SDP_SPEC_NAMES)
@@ -93,6 +94,8 @@ class Spec(Strict):
                                          description=(MaintenanceSpec.__doc__ or "").split("\n")[0])
     s3: S3Spec | None = Field(default=None, description=(S3Spec.__doc__ or "").split("\n")[0])
     lease: LeaseSpec = Field(default_factory=LeaseSpec, description=LeaseSpec.__doc__)
+    metastore: MetastoreSpec | None = Field(default=None,
+                                            description=(MetastoreSpec.__doc__ or "").split("\n")[0])
 
     _path: Path | None = PrivateAttr(default=None)
     _secrets: frozenset[str] = PrivateAttr(default=frozenset())

@@ -138,6 +138,21 @@ class S3Spec(Strict):
         return parse_duration(self.retry_budget).total_seconds()
 
 
+class MetastoreSpec(Strict):
+    """Where each run registers the pipeline's tables by name: a Hive Metastore (``deltaflow metastore``).
+
+    Each table is registered as an external Delta table at its place under ``storage``, in ``database``
+    (default: the pipeline's name); any Spark application configured with the same ``uri`` and Delta reads
+    it as ``database.table``.
+    """
+
+    uri: str = Field(pattern=r"^thrift://[^/:]+:[0-9]+$", description="The Hive Metastore's Thrift address.",
+                     examples=["thrift://127.0.0.1:9083"])
+    database: str | None = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
+                                 description="The database the tables are registered in (default: the "
+                                 "pipeline's name, '-' as '_'; created if need be).", examples=["shop"])
+
+
 class LeaseSpec(Strict):
     """How a run holds the tables it writes (one writing run per table)."""
 

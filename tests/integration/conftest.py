@@ -1,6 +1,6 @@
-"""The integration tier: Spark plus the servers the project starts itself (one Kafka broker and one Spark
-cluster per run; the S3 server is the root conftest's), and the tests that need a process of their own
-(SIGKILL, SIGTERM)."""
+"""The integration tier: Spark plus the servers the project starts itself (one Kafka broker, one Spark
+cluster and one Hive Metastore per run; the S3 server is the root conftest's), and the tests that need a
+process of their own (SIGKILL, SIGTERM)."""
 
 from __future__ import annotations
 
@@ -30,6 +30,16 @@ def kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     bootstrap = broker.start()
     yield bootstrap
     broker.stop()
+
+
+@pytest.fixture(scope="session")
+def metastore_uri(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The session's Hive Metastore service (Thrift, its Derby state in a temporary folder)."""
+    from deltaflow.dev.metastore import LocalMetastore
+
+    metastore = LocalMetastore(port=free_port(), state_dir=tmp_path_factory.mktemp("metastore"))
+    yield metastore.start()
+    metastore.stop()
 
 
 @pytest.fixture(scope="session")

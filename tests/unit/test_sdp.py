@@ -137,6 +137,16 @@ def test_an_sdp_spec_is_found_as_spark_pipelines_finds_it_and_read_in_deltaflows
     assert find_spec(root) == root / "deltaflow.yml"  # deltaflow's own spec first
 
 
+def test_an_sdp_database_is_where_the_tables_are_registered_when_a_metastore_is_named(tmp_path: Path) -> None:
+    root = sdp_project(tmp_path)
+    spec_file = root / "spark-pipeline.yml"
+    spec_file.write_text(spec_file.read_text() + "metastore: {uri: thrift://127.0.0.1:9083}\n")
+    spec = load_spec(root, env={})
+    assert spec.metastore is not None
+    assert (spec.metastore.uri, spec.metastore.database) == ("thrift://127.0.0.1:9083", "sales")
+    assert [n.split(": ", 1)[1].split(":")[0] for n in spec.notes] == ["catalog 'main'"]
+
+
 def test_a_libraries_entry_of_another_shape_is_a_config_error(tmp_path: Path) -> None:
     root = sdp_project(tmp_path, "name: o\nstorage: s\nlibraries: [{glob: {exclude: x}}]\n")
     with pytest.raises(ConfigError, match=r"libraries.0: expected a file pattern or \{glob: \{include"):

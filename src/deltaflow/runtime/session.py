@@ -32,6 +32,7 @@ from deltaflow.runtime import class_archive, scheduling
 from deltaflow.runtime.jars import driver_class_path, jars
 from deltaflow.runtime.jvm_names import java_class, known_roots
 from deltaflow.runtime.jvm_sockets import no_delay
+from deltaflow.runtime.metastore import metastore_conf
 from deltaflow.runtime.run_log import LOG_VARIABLE, jvm_output
 from deltaflow.runtime.scratch import with_scratch
 from deltaflow.storage.s3 import hadoop_conf
@@ -216,6 +217,7 @@ def build_session(spec: Spec | None = None, extra: dict[str, str] | None = None,
     if spec is not None:
         conf["spark.app.name"] = f"deltaflow:{spec.name}"
         conf.update(hadoop_conf(spec.s3))
+        conf.update(metastore_conf(spec))
         conf.update(spec.spark_conf)
     conf.update(extra or {})
     conf = in_process_local_files(conf)

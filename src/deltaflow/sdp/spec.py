@@ -6,8 +6,9 @@ a ``catalog`` and a ``database`` (or ``schema``). deltaflow's keys may sit besid
 * a ``glob.include`` entry is a pattern like any other; a pattern ending in ``/**`` means every file under
   that folder (SDP's convention), ``.py`` and ``.sql`` alike;
 * ``file:///path`` storage is the local path;
-* ``catalog`` / ``database`` are accepted with a note: deltaflow keeps each table under ``storage`` by path
-  and registers none in a catalog.
+* ``database`` (or ``schema``) is where the tables are registered when the spec names a metastore too
+  (deltaflow's ``metastore: {uri: ...}``), and a note otherwise: each table is then found by its path under
+  ``storage`` only. ``catalog`` is Spark's session catalog (the metastore): any other name gets a note.
 
 Example:
     >>> data, notes = sdp_keys({"name": "p", "storage": "file:///tmp/s",
@@ -35,8 +36,21 @@ def sdp_keys(data: dict[str, Any], path: str) -> tuple[dict[str, Any], list[str]
 
     """
     data = dict(data)
-    notes = [f"{path}: {key} '{data.pop(key)}': deltaflow keeps each table under storage, by path, and "
-             "registers none in a catalog" for key in ("catalog", "database", "schema") if key in data]
+    notes: list[str] = []
+    session_catalogs = ("spark_catalog", "hive_metastore")
+    if (catalog := data.pop("catalog", None)) is not None and catalog not in session_catalogs:
+        notes.append(f"{path}: catalog '{catalog}': deltaflow registers tables in Spark's session catalog "
+                     "(the metastore), not in a catalog of that name")
+    metastore = data.get("metastore")
+    for key in ("database", "schema"):
+        if key not in data:
+            continue
+        value = data.pop(key)
+        if isinstance(metastore, dict) and "database" not in metastore:
+            data["metastore"] = metastore = {**metastore, "database": value}
+        elif not isinstance(metastore, dict):
+            notes.append(f"{path}: {key} '{value}': no metastore named (metastore: {{uri: thrift://...}}), "
+                         "so each table is found by its path under storage, registered nowhere")
     if isinstance(storage := data.get("storage"), str) and storage.startswith("file://"):
         data["storage"] = storage.removeprefix("file://")
     if isinstance(libraries := data.get("libraries"), list):
