@@ -64,8 +64,23 @@ def create_auto_cdc_flow(
         ...     apply_as_deletes="op = 'DELETE'", except_column_list=["op"])
 
     """
+    add_auto_cdc_flow(caller_location(), target, source, keys, sequence_by, apply_as_deletes=apply_as_deletes,
+                      apply_as_truncates=apply_as_truncates, column_list=column_list,
+                      except_column_list=except_column_list, stored_as_scd_type=stored_as_scd_type,
+                      track_history_column_list=track_history_column_list,
+                      ignore_null_updates=ignore_null_updates, name=name)
+
+
+def add_auto_cdc_flow(
+    where: SourceLocation, target: str, source: str, keys: list[str],
+    sequence_by: str | Column | list[str], *,
+    apply_as_deletes: str | Column | None = None, apply_as_truncates: str | Column | None = None,
+    column_list: list[str] | None = None, except_column_list: list[str] | None = None,
+    stored_as_scd_type: int | str = 1, track_history_column_list: list[str] | None = None,
+    ignore_null_updates: bool = False, name: str | None = None,
+) -> None:
+    """:func:`create_auto_cdc_flow` called at ``where`` (for a front end of its own: SDP's function)."""
     graph = active_graph("dp.create_auto_cdc_flow")
-    where = caller_location()
     scd_type = int(stored_as_scd_type) if str(stored_as_scd_type) in ("1", "2") else 0
     if scd_type not in (1, 2):
         raise GraphError(f"stored_as_scd_type must be 1 or 2, not {stored_as_scd_type!r}",

@@ -28,7 +28,7 @@ from pyspark.pipelines.graph_element_registry import (
 )
 
 from deltaflow.graph import AutoCdc, Dataset, DatasetKind, Flow, SourceLocation
-from deltaflow.registry import relative_location
+from deltaflow.registry import caller_location, relative_location
 from deltaflow.sdp.notes import one_session, table_notes
 from deltaflow.sdp.sql_flows import register_sql_file
 
@@ -144,9 +144,55 @@ def sink_writer(format: str, options: Mapping[str, str]) -> Any:
     return write
 
 
+def create_auto_cdc_flow(
+    target: str, source: str, keys: list[Any], sequence_by: Any, apply_as_deletes: Any = None,
+    column_list: list[Any] | None = None, except_column_list: list[Any] | None = None,
+    stored_as_scd_type: int | str | None = None, name: str | None = None, *,
+    track_history_column_list: list[Any] | None = None, apply_as_truncates: Any = None,
+    ignore_null_updates: bool = False,
+) -> None:
+    """SDP's ``dp.create_auto_cdc_flow``, with the arguments SDP 4.3 brings.
+
+    ``stored_as_scd_type=2`` and ``track_history_column_list``, which pyspark 4.2's own function refuses,
+    are honoured; columns may be names or ``F.col``/``F.expr``, as SDP takes them. See
+    :func:`deltaflow.create_auto_cdc_flow`.
+
+    Example:
+        >>> dp.create_auto_cdc_flow(target="customers", source="events", keys=["id"],  # doctest: +SKIP
+        ...                         sequence_by="ts", stored_as_scd_type=2)
+
+    """
+    from deltaflow.cdc_api import add_auto_cdc_flow
+
+    add_auto_cdc_flow(
+        caller_location(), target, source, [column_sql(k) for k in keys],
+        [column_sql(c) for c in sequence_by] if isinstance(sequence_by, list) else column_sql(sequence_by),
+        apply_as_deletes=column_sql(apply_as_deletes) if apply_as_deletes is not None else None,
+        apply_as_truncates=column_sql(apply_as_truncates) if apply_as_truncates is not None else None,
+        column_list=_listed(column_list), except_column_list=_listed(except_column_list),
+        stored_as_scd_type=1 if stored_as_scd_type is None else stored_as_scd_type,
+        track_history_column_list=_listed(track_history_column_list), ignore_null_updates=ignore_null_updates,
+        name=name)
+
+
+def _listed(columns: list[Any] | None) -> list[str] | None:
+    return [column_sql(c) for c in columns] if columns is not None else None
+
+
 @contextmanager
 def sdp_registration(graph: PipelineGraph) -> Iterator[SdpRegistry]:
-    """Within the block, SDP's decorators register into ``graph``."""
+    """Within the block, SDP's decorators register into ``graph`` (its auto CDC function: deltaflow's)."""
+    import pyspark.pipelines
+    import pyspark.pipelines.api
+
     registry = SdpRegistry(graph)
-    with graph_element_registration_context(registry):
-        yield registry
+    modules = (pyspark.pipelines, pyspark.pipelines.api)
+    saved = [getattr(module, "create_auto_cdc_flow") for module in modules]  # noqa: B009
+    for module in modules:
+        setattr(module, "create_auto_cdc_flow", create_auto_cdc_flow)  # noqa: B010
+    try:
+        with graph_element_registration_context(registry):
+            yield registry
+    finally:
+        for module, original in zip(modules, saved, strict=True):
+            setattr(module, "create_auto_cdc_flow", original)  # noqa: B010

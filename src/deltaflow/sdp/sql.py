@@ -6,6 +6,7 @@ Understood statements (keywords in any case, ``;`` between statements)::
     CREATE [OR REFRESH] MATERIALIZED VIEW name [(columns and constraints)] [table clauses] AS query
     CREATE [OR REPLACE] TEMPORARY VIEW name [(columns)] [COMMENT '...'] AS query
     CREATE FLOW name [COMMENT '...'] AS INSERT INTO target BY NAME query
+    CREATE FLOW name [COMMENT '...'] AS AUTO CDC INTO target FROM source KEYS (...) SEQUENCE BY ... [...]
     SET key = value
 
 Table clauses: ``USING format``, ``PARTITIONED BY (cols)``, ``CLUSTER BY (cols)``, ``COMMENT '...'``,
@@ -28,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from deltaflow.errors import GraphError
+from deltaflow.graph import AutoCdc
 
 SqlKind = Literal["table", "materialized_view", "temporary_view", "flow", "set"]
 ConstraintAction = Literal["warn", "drop", "fail"]
@@ -94,6 +96,8 @@ class SqlDefinition:
     cluster_by: tuple[str, ...] = ()
     table_properties: dict[str, str] = field(default_factory=dict)
     using: str | None = None
+    cdc: AutoCdc | None = None  # an AUTO CDC flow's arguments (deltaflow.sdp.sql_cdc)
+    source: str | None = None  # an AUTO CDC flow's source
 
 
 def tokens(text: str) -> list[Token]:
@@ -320,6 +324,10 @@ class _Statement:
     def flow(self, line: int) -> SqlDefinition:
         name = self.name()
         comment = self.string() if self.take("COMMENT") else None
+        if self.take("AS", "AUTO", "CDC", "INTO"):
+            from deltaflow.sdp.sql_cdc import auto_cdc_flow
+
+            return auto_cdc_flow(self, name, line, comment)
         self.expect("AS", "INSERT", "INTO")
         target = self.name()
         self.expect("BY", "NAME")

@@ -52,6 +52,10 @@ def register_sql_file(graph: PipelineGraph, text: str, path: Path) -> None:
                                    "applied; name the columns in its query")
             graph.notes += [f"{where}: {text}" for text in
                             table_notes(definition.name, definition.using, definition.cluster_by)]
+        if definition.cdc is not None and definition.source is not None:
+            graph.add_flow(Flow(name=definition.name, target=definition.target or definition.name,
+                                func=_stream_of(definition.source), location=where, cdc=definition.cdc))
+            continue
         if definition.query is None:
             continue  # a streaming table that flows fill
         func = _query(definition, file)
@@ -59,6 +63,16 @@ def register_sql_file(graph: PipelineGraph, text: str, path: Path) -> None:
             func = _CONSTRAINT[constraint.action](constraint.name, constraint.condition)(func)
         target = definition.target or definition.name
         graph.add_flow(Flow(name=definition.name, target=target, func=func, location=where))
+
+
+def _stream_of(source: str) -> Callable[[], DataFrame]:
+    """An AUTO CDC flow's input: its source dataset, streamed."""
+    def read_source() -> DataFrame:
+        from deltaflow.sources.delta import read_stream
+
+        return read_stream(source)
+
+    return read_source
 
 
 def _query(definition: SqlDefinition, file: str) -> Callable[[], DataFrame]:
