@@ -18,8 +18,8 @@ from pyspark.sql import functions as F
 
 @dp.table
 def customer_events():
-    return (spark.readStream.format("json").schema("id STRING, name STRING, tier STRING, op STRING, ts BIGINT")
-            .load(spark.conf.get("landing")))
+    schema = "id STRING, name STRING, tier STRING, op STRING, ts BIGINT"
+    return spark.readStream.format("json").schema(schema).load(spark.conf.get("landing"))
 
 
 dp.create_streaming_table("history")
@@ -44,8 +44,8 @@ import deltaflow as dp
 
 @dp.table
 def customer_events():  # SDP's reader, so that the events' columns are the same
-    return (spark.readStream.format("json").schema("id STRING, name STRING, tier STRING, op STRING, ts BIGINT")
-            .load(dp.parameter("landing")))
+    schema = "id STRING, name STRING, tier STRING, op STRING, ts BIGINT"
+    return spark.readStream.format("json").schema(schema).load(dp.parameter("landing"))
 
 
 dp.create_streaming_table("history")
