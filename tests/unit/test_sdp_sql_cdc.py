@@ -22,7 +22,7 @@ def test_every_clause_becomes_the_argument_of_its_name() -> None:
     assert (cdc.keys, cdc.sequence_by, cdc.apply_as_deletes) == (("id", "region"), ("ts", "seq"),
                                                                    "op = 'D' AND (n > 1)")
     assert (cdc.except_column_list, cdc.column_list) == (("op",), None)
-    assert (cdc.scd_type, cdc.track_history_column_list, cdc.ignore_null_updates) == (2, ("name", "tier"), True)
+    assert (cdc.scd_type, cdc.track_history_column_list) == (2, ("name", "tier")) and cdc.ignore_null_updates
     listed = parse_sql("CREATE FLOW g AS AUTO CDC INTO t FROM s KEYS (id) SEQUENCE BY ts COLUMNS id, name "
                        "APPLY AS TRUNCATE WHEN op = 'T'", "g.sql")[0].cdc
     assert listed is not None
