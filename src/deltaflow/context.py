@@ -53,6 +53,11 @@ def current() -> PipelineContext:
     return _CURRENT.get()
 
 
+def has_current() -> bool:
+    """Whether a pipeline is active (a dataset function runs, or a run resolves its flows)."""
+    return _CURRENT.peek() is not None
+
+
 #: Make a pipeline the active one for the duration of a block: ``with activate(ctx): ...``.
 activate = _CURRENT.bind
 

@@ -105,7 +105,8 @@ def _load(spec: Spec) -> PipelineGraph:
                 register_sql_file(graph, file.read_text(), file)
                 continue
             try:
-                runpy.run_path(str(file), init_globals={"spark": SparkProxy(), "dp": deltaflow},
+                namespace = {"spark": SparkProxy(spec.configuration), "dp": deltaflow}
+                runpy.run_path(str(file), init_globals=namespace,
                                run_name=f"deltaflow_definitions.{file.stem}")
             except DeltaflowError:
                 raise

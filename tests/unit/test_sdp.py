@@ -199,3 +199,16 @@ def test_the_project_spark_pipelines_init_writes_loads_unchanged(tmp_path: Path,
         "example_python_materialized_view": "materialized_view",
         "example_sql_materialized_view": "materialized_view"}
     assert not graph.notes
+
+
+def test_a_definition_file_reads_the_configuration_at_module_level_as_sdp_lets_it(tmp_path: Path) -> None:
+    root = sdp_project(tmp_path)
+    module_level = 'LANDING = spark.conf.get("orders.landing")\nPARTS = spark.conf.get("x.parts", "4")\n'
+    (root / "transformations" / "orders.py").write_text(ORDERS_PY.replace(
+        "from pyspark import pipelines as dp\n", "from pyspark import pipelines as dp\n" + module_level, 1))
+    assert "orders_bronze" in Pipeline(load_spec(root, env={})).graph.datasets  # loaded, without Spark
+
+    (root / "transformations" / "orders.py").write_text('LANDING = spark.conf.get("orders.landng")\n')
+    with pytest.raises(GraphError, match=r"orders\.py:1: spark\.conf\.get\('orders\.landng'\): no such key "
+                       r"in the spec's configuration \(did you mean 'orders\.landing'\?\)"):
+        Pipeline(load_spec(root, env={})).graph  # noqa: B018

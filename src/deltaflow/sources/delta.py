@@ -10,9 +10,10 @@ Spark catalog is read from the catalog; anything else is an error naming the lin
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from deltaflow.context import current
+from deltaflow.context import current, has_current
 from deltaflow.errors import GraphError
 from deltaflow.resolve.state import active_resolver, building
 
@@ -152,6 +153,42 @@ class PipelineReader:
         return call
 
 
+class LoadingConf:
+    """``spark.conf`` while definition files load: the spec's ``configuration``, read-only."""
+
+    def __init__(self, configuration: Mapping[str, str]) -> None:
+        self.configuration = configuration
+
+    def get(self, key: str, default: str | None = None) -> str | None:
+        """``configuration[key]``, else ``default``.
+
+        Raises:
+            GraphError: Neither is there (with the keys it may have meant); a Spark setting the spec does
+                not set has Spark's own value only once Spark runs: read it inside a dataset function.
+
+        """
+        if key in self.configuration:
+            return self.configuration[key]
+        if default is not None:
+            return default
+        from deltaflow.graph import suggest
+        from deltaflow.registry import caller_location
+
+        spark_setting = key.startswith("spark.")
+        what = "read it inside a dataset function" if spark_setting else "set it under configuration"
+        raise GraphError(f"spark.conf.get('{key}'): no such key in the spec's configuration"
+                         f"{suggest(key, list(self.configuration))}", location=str(caller_location()),
+                         hint=what)
+
+    def set(self, key: str, value: str) -> None:
+        """Refused: a definition file sets nothing while it loads."""
+        from deltaflow.registry import caller_location
+
+        raise GraphError(f"spark.conf.set('{key}', ...) while the definitions load: set it under "
+                         "configuration in the spec", location=str(caller_location()),
+                         hint="every flow runs in the pipeline's one session")
+
+
 def _sql(query: str, args: Any = None, **kwargs: Any) -> DataFrame:
     if args is not None or kwargs:  # a parameterised query: Spark's own
         return current().spark.sql(query, args, **kwargs)
@@ -164,10 +201,17 @@ class SparkProxy:
     """``spark`` as definition files see it: the active pipeline's SparkSession, looked up on use.
 
     ``spark.read`` and ``spark.readStream`` resolve ``.table(name)`` to the pipeline's datasets, and so do
-    ``spark.table(name)`` and the tables of a ``spark.sql(query)`` run inside a dataset function.
+    ``spark.table(name)`` and the tables of a ``spark.sql(query)`` run inside a dataset function. While the
+    files load (no pipeline active, no Spark yet), ``spark.conf.get`` answers from ``configuration``, as
+    SDP's module-level reads of its settings expect.
     """
 
+    def __init__(self, configuration: Mapping[str, str] | None = None) -> None:
+        self._configuration = dict(configuration or {})
+
     def __getattr__(self, name: str) -> Any:
+        if name == "conf" and not has_current():
+            return LoadingConf(self._configuration)
         spark = current().spark
         if name in ("read", "readStream"):
             return PipelineReader(getattr(spark, name), streaming=name == "readStream")
