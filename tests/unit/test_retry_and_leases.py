@@ -89,7 +89,7 @@ def test_a_renewal_that_meets_another_runs_record_names_that_run(tmp_path: Path)
 def test_a_hold_is_judged_by_the_time_since_its_last_successful_renewal(tmp_path: Path) -> None:
     layout = StorageLayout(str(tmp_path))
     now = [1_000.0]
-    leases = TableLeases(layout, "p", "run-1", ttl_seconds=30, clock=lambda: now[0])
+    leases = TableLeases(layout, "p", "run-1", ttl_seconds=30, clock=lambda: now[0], monotonic=lambda: now[0])
     leases.acquire(["bronze", "silver"])
     leases._renewers = [object()]  # type: ignore[list-item]  # as if renewing: `lost` watches the clock
     now[0] += 19  # no renewal since: 11 s of hold left, more than a third of the TTL
@@ -100,6 +100,20 @@ def test_a_hold_is_judged_by_the_time_since_its_last_successful_renewal(tmp_path
     now[0] += 2  # 9 s left: within a third of the TTL of running out
     assert leases.lost == "could not renew this run's table leases for 21 s (storage too slow to answer)"
     assert "once the storage answers" in leases.lost_hint
+    leases._renewers = []
+    leases.release()
+
+
+def test_a_system_clock_that_jumped_ahead_stops_the_run_and_says_so(tmp_path: Path) -> None:
+    wall, steady = [1_000.0], [50.0]
+    leases = TableLeases(StorageLayout(str(tmp_path)), "p", "run-1", ttl_seconds=30, clock=lambda: wall[0],
+                         monotonic=lambda: steady[0])
+    leases.acquire(["bronze"])
+    leases._renewers = [object()]  # type: ignore[list-item]
+    wall[0] += 22  # the hold looks 22 s old to every run on this machine, though 3 s passed
+    steady[0] += 3
+    assert leases.lost == ("could not renew this run's table leases for 22 s: the system clock jumped 19 s "
+                           "ahead (3 s passed)")
     leases._renewers = []
     leases.release()
 

@@ -99,18 +99,22 @@ class TableLeases:
         run_id: The run's id.
         ttl_seconds: How long a hold outlives its last renewal.
         clock: Seconds since the epoch (tests move it).
+        monotonic: Seconds that never jump (tests move it with ``clock``): it tells a slow renewal from
+            a system clock that jumped ahead.
 
     """
 
     def __init__(self, layout: StorageLayout, pipeline: str, run_id: str, ttl_seconds: float,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time,
+                 monotonic: Callable[[], float] = time.monotonic) -> None:
         self.layout = layout
         self.pipeline = pipeline
         self.run_id = run_id
         self.ttl = ttl_seconds
-        self.clock = clock
+        self.clock, self.monotonic = clock, monotonic
         self.tokens: dict[str, str] = {}  # table -> token of the record this run last wrote
         self.expiries: dict[str, float] = {}  # table -> when the hold this run last wrote runs out
+        self._sent: dict[str, float] = {}  # table -> monotonic time its last successful renewal left
         self._lock = threading.Lock()
         self._lost: str | None = None  # why this run must stop writing
         self._lost_to_holder = False  # ... because another run holds a table now
@@ -159,6 +163,7 @@ class TableLeases:
         with self._lock:
             self.tokens[table] = token
             self.expiries[table] = now + self.ttl
+            self._sent[table] = self.monotonic()
 
     def renew(self) -> None:
         """Push every hold ``ttl`` further, all tables at once; a table another run took sets :attr:`lost`."""
@@ -177,7 +182,7 @@ class TableLeases:
         token = self.tokens.get(table)
         if token is None:
             return
-        expires = self.clock() + self.ttl
+        expires, sent = self.clock() + self.ttl, self.monotonic()
         path = self.layout.lease(table)
         record = self._record(expires)
         fs = self._fs
@@ -197,6 +202,7 @@ class TableLeases:
                 if table in self.tokens:
                     self.tokens[table] = renewed
                     self.expiries[table] = expires
+                    self._sent[table] = sent
 
     @property
     def _fs(self) -> FileSystem:
@@ -222,8 +228,13 @@ class TableLeases:
         until = self.held_until
         if (self._lost is None and self.tokens and self._renewers and not self._stop.is_set()
                 and self.clock() > until - self.ttl / 3):
-            why = f": {self._failing}" if self._failing else " (storage too slow to answer)"
             since = self.clock() - (until - self.ttl)
+            with self._lock:
+                passed = self.monotonic() - min(self._sent.values(), default=self.monotonic())
+            if since - passed > 2:  # the hold is as short for the other runs, whose clocks jumped too
+                why = f": the system clock jumped {since - passed:.0f} s ahead ({passed:.0f} s passed)"
+            else:
+                why = f": {self._failing}" if self._failing else " (storage too slow to answer)"
             self._lost = f"could not renew this run's table leases for {since:.0f} s{why}"
         return self._lost
 
@@ -270,6 +281,7 @@ class TableLeases:
                 self.layout.fs.write_if(self.layout.lease(table), self._record(0.0), token)
             del self.tokens[table]
             self.expiries.pop(table, None)
+            self._sent.pop(table, None)
 
 
 def lease_ttl(spec_ttl: str) -> float:
