@@ -1,4 +1,5 @@
-"""`deltaflow kafka|s3|cluster|metastore status` when nothing runs: a line (or JSON) naming where it looked, exit 1."""
+"""`deltaflow kafka|s3|cluster|metastore status` when nothing runs: a line (or JSON) naming where it
+looked, exit 1."""
 
 from __future__ import annotations
 
