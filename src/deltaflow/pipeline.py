@@ -201,7 +201,7 @@ class Pipeline(ReadVerbs):
         graph = self.graph
         if plan is not None:
             plan.check(graph)
-        registry = self._registry()  # a name another pipeline holds: refused before anything is written
+        registry = self._registry(on_message)  # a name another pipeline holds: refused before any write
         run = PipelineRun(self.context(), graph, trigger, on_batch=on_batch, plan=plan,
                           flow_triggers=flow_triggers(self.spec, graph.flows, trigger, mode_given=bool(mode)),
                           on_message=on_message)
@@ -216,14 +216,15 @@ class Pipeline(ReadVerbs):
         self._table_registry = registry
         return run
 
-    def _registry(self) -> TableRegistry | None:
-        """The spec's metastore, its names checked against this pipeline's tables (None without one)."""
+    def _registry(self, on_message: MessageCallback | None) -> TableRegistry | None:
+        """The spec's metastore, its names checked against this pipeline's tables (None: none to use)."""
         if self.spec.metastore is None:
             return None
         from deltaflow.runtime.metastore import TableRegistry
 
-        registry = TableRegistry(self.session(), self.spec, self.layout)
-        registry.check(sorted({*self.tables(), *self.layout.table_names()}))
+        registry = TableRegistry.open(self.session(), self.spec, self.layout, on_message)
+        if registry is not None:
+            registry.check(sorted({*self.tables(), *self.layout.table_names()}))
         return registry
 
     def run(self, mode: TriggerMode | None = None, interval: str | None = None, *,

@@ -139,15 +139,18 @@ class S3Spec(Strict):
 
 
 class MetastoreSpec(Strict):
-    """Where each run registers the pipeline's tables by name: a Hive Metastore (``deltaflow metastore``).
+    """Where each run registers the pipeline's tables by name: a Hive Metastore.
 
     Each table is registered as an external Delta table at its place under ``storage``, in ``database``
-    (default: the pipeline's name); any Spark application configured with the same ``uri`` and Delta reads
-    it as ``database.table``.
+    (default: the pipeline's name). Without ``uri``, the metastore is embedded (Derby, under ``storage``):
+    nothing to start, readable by one Spark application at a time. With a ``uri`` (``deltaflow metastore
+    start``, or a shared service), any Spark application configured with it and Delta reads the tables as
+    ``database.table``, while runs write them.
     """
 
-    uri: str = Field(pattern=r"^thrift://[^/:]+:[0-9]+$", description="The Hive Metastore's Thrift address.",
-                     examples=["thrift://127.0.0.1:9083"])
+    uri: str | None = Field(default=None, pattern=r"^thrift://[^/:]+:[0-9]+$",
+                            description="The Hive Metastore's Thrift address (default: embedded, under "
+                            "storage).", examples=["thrift://127.0.0.1:9083"])
     database: str | None = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
                                  description="The database the tables are registered in (default: the "
                                  "pipeline's name, '-' as '_'; created if need be).", examples=["shop"])

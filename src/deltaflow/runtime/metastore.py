@@ -1,5 +1,10 @@
 """Registering a pipeline's tables by name in the Hive Metastore its spec names (``metastore:``).
 
+With a ``uri``, the run's session is a client of that service (``deltaflow metastore start``, or a shared
+one); without, the metastore is embedded: Derby under ``storage/_metastore``, opened by the run's own JVM.
+Derby lets one JVM open it at a time, so a run that finds it held (another run of the project, a notebook)
+registers nothing and says so, rather than stopping.
+
 Each stored dataset is registered as an external Delta table at its layout path, in the spec's database:
 ``CREATE TABLE db.name USING delta LOCATION '<path>'``. The metastore keeps only the name and the place;
 the schema, partitioning and properties are read from the table's Delta log by whoever opens it, so the
@@ -18,8 +23,9 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from deltaflow.errors import ConfigError
 
@@ -30,17 +36,39 @@ if TYPE_CHECKING:
     from deltaflow.storage import StorageLayout
 
 
-def metastore_conf(spec: Spec) -> dict[str, str]:
+def metastore_conf(spec: Spec, layout: StorageLayout) -> dict[str, str]:
     """The Spark settings a session needs to reach ``spec``'s metastore (none without one).
 
+    Raises:
+        ConfigError: An embedded metastore over storage that is not on the local disk.
+
     Example:
-        >>> metastore_conf(spec)["spark.sql.catalogImplementation"]  # doctest: +SKIP
+        >>> metastore_conf(spec, layout)["spark.sql.catalogImplementation"]  # doctest: +SKIP
         'hive'
 
     """
     if spec.metastore is None:
         return {}
-    return {"spark.sql.catalogImplementation": "hive", "spark.hadoop.hive.metastore.uris": spec.metastore.uri}
+    conf = {"spark.sql.catalogImplementation": "hive"}
+    if spec.metastore.uri is not None:
+        return {**conf, "spark.hadoop.hive.metastore.uris": spec.metastore.uri}
+    if not layout.is_local:
+        raise ConfigError("metastore: an embedded metastore needs storage on the local disk",
+                          location=str(spec.path or "spec"),
+                          hint="name a shared one with metastore.uri: thrift://host:9083")
+    return {**conf, "spark.hadoop.javax.jdo.option.ConnectionURL":
+            f"jdbc:derby:;databaseName={layout.metastore}/db;create=true"}
+
+
+def derby_log_option(spec: Spec, layout: StorageLayout) -> str:
+    """The driver JVM's option that puts Derby's log beside its database, not in the working folder.
+
+    Empty without an embedded metastore; with one, its folder is made here (Derby opens its log first).
+    """
+    if spec.metastore is None or spec.metastore.uri is not None or not layout.is_local:
+        return ""
+    Path(layout.metastore).mkdir(parents=True, exist_ok=True)
+    return f" -Dderby.stream.error.file={layout.metastore}/derby.log"
 
 
 def database_of(spec: Spec) -> str:
@@ -61,28 +89,51 @@ def _place(location: str) -> str:
 class TableRegistry:
     """The pipeline's tables in the metastore: which names are free, taken by it, or taken by another.
 
-    Args:
-        spark: A session started with :func:`metastore_conf` (Hive support, the metastore's URI).
-        spec: The pipeline's spec (its ``metastore`` section is set).
-        layout: Its storage: where each table is.
-
-    Raises:
-        ConfigError: The session was started without Hive support (a session given to the pipeline, in a
-            notebook or a test, that lacks :func:`metastore_conf`'s settings).
-
+    Build it with :meth:`open`.
     """
 
-    def __init__(self, spark: SparkSession, spec: Spec, layout: StorageLayout) -> None:
+    def __init__(self, spark: SparkSession, spec: Spec, layout: StorageLayout, catalog: Any) -> None:
         assert spec.metastore is not None
-        self.spark, self.layout = spark, layout
-        self.uri = spec.metastore.uri
+        self.spark, self.layout, self._catalog = spark, layout, catalog
+        self.uri = spec.metastore.uri or f"embedded ({layout.metastore})"
         self.database = database_of(spec)
+
+    @classmethod
+    def open(cls, spark: SparkSession, spec: Spec, layout: StorageLayout,
+             on_message: Callable[[str], None] | None = None) -> TableRegistry | None:
+        """The registry of ``spec``'s metastore through ``spark``; None, having said why, if none is usable.
+
+        An embedded metastore is unusable by a session without Hive support, or while another Spark
+        application has its Derby open.
+
+        Raises:
+            ConfigError: The spec names a metastore ``uri`` and the session was started without Hive
+                support (a session given to the pipeline, in a notebook or a test), or it does not answer.
+
+        """
+        assert spec.metastore is not None
+        say = on_message or (lambda message: None)
         if spark.conf.get("spark.sql.catalogImplementation", "in-memory") != "hive":
+            if spec.metastore.uri is None:
+                say("metastore (embedded): this SparkSession has no Hive support: no table registered")
+                return None
             raise ConfigError(f"metastore.uri: this SparkSession was started without Hive support, so no "
-                              f"table can be registered in {self.uri}", location=str(spec.path or "spec"),
-                              hint="start it with spark.sql.catalogImplementation=hive and "
-                              f"spark.hadoop.hive.metastore.uris={self.uri}, or let deltaflow start it")
-        self._catalog = spark._jsparkSession.sharedState().externalCatalog()
+                              f"table can be registered in {spec.metastore.uri}",
+                              location=str(spec.path or "spec"), hint="start it with "
+                              "spark.sql.catalogImplementation=hive and spark.hadoop.hive.metastore.uris="
+                              f"{spec.metastore.uri}, or let deltaflow start it")
+        catalog = spark._jsparkSession.sharedState().externalCatalog()
+        try:
+            catalog.databaseExists("default")  # opens the metastore: Derby, or the service's connection
+        except Exception as exc:
+            if spec.metastore.uri is not None:
+                raise ConfigError(f"metastore.uri: {spec.metastore.uri} does not answer",
+                                  location=str(spec.path or "spec"),
+                                  hint="start it (deltaflow metastore start) or fix the address") from exc
+            say(f"metastore (embedded, {layout.metastore}): in use by another Spark application (another "
+                "run of this pipeline, or a notebook): no table registered by this run")
+            return None
+        return cls(spark, spec, layout, catalog)
 
     def _registered_at(self, table: str) -> str | None:
         """Where the metastore says ``database.table`` is; None when no such name is registered."""

@@ -32,7 +32,7 @@ from deltaflow.runtime import class_archive, scheduling
 from deltaflow.runtime.jars import driver_class_path, jars
 from deltaflow.runtime.jvm_names import java_class, known_roots
 from deltaflow.runtime.jvm_sockets import no_delay
-from deltaflow.runtime.metastore import metastore_conf
+from deltaflow.runtime.metastore import derby_log_option, metastore_conf
 from deltaflow.runtime.run_log import LOG_VARIABLE, jvm_output
 from deltaflow.runtime.scratch import with_scratch
 from deltaflow.storage.s3 import hadoop_conf
@@ -213,11 +213,13 @@ def build_session(spec: Spec | None = None, extra: dict[str, str] | None = None,
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     from deltaflow.storage import StorageLayout
 
-    conf = default_conf(StorageLayout.of(spec) if spec else None, small_run)
-    if spec is not None:
+    layout = StorageLayout.of(spec) if spec else None
+    conf = default_conf(layout, small_run)
+    if spec is not None and layout is not None:
         conf["spark.app.name"] = f"deltaflow:{spec.name}"
         conf.update(hadoop_conf(spec.s3))
-        conf.update(metastore_conf(spec))
+        conf.update(metastore_conf(spec, layout))
+        conf["spark.driver.extraJavaOptions"] += derby_log_option(spec, layout)
         conf.update(spec.spark_conf)
     conf.update(extra or {})
     conf = in_process_local_files(conf)

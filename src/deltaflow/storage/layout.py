@@ -17,6 +17,7 @@
     <storage>/_pipeline/definitions.json                     each dataset's definition fingerprint, as run
     <storage>/_logs/spark.log                                Spark's own output in `deltaflow demo`
     <storage>/_warehouse                                     Spark's warehouse (local storage)
+    <storage>/_metastore/                                    the embedded metastore (Derby), its log
 
 Names starting with ``_`` never collide with a dataset. Records go through the layout's
 :class:`~deltaflow.storage.fs.FileSystem`.
@@ -261,6 +262,11 @@ class StorageLayout:
     def warehouse(self) -> str:
         """Spark's warehouse folder."""
         return f"{self.root}/_warehouse"
+
+    @property
+    def metastore(self) -> str:
+        """The embedded metastore's folder: its Derby database (``db``) and Derby's log (local storage)."""
+        return f"{self.root}/_metastore"
 
     # -- checkpoints --------------------------------------------------------------------------------------
 
