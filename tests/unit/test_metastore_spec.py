@@ -24,7 +24,8 @@ def test_an_embedded_metastore_is_derby_under_storage_with_its_log_beside_it(tmp
     conf = metastore_conf(spec, layout)
     assert conf == {"spark.sql.catalogImplementation": "hive", "spark.hadoop.javax.jdo.option.ConnectionURL":
                     f"jdbc:derby:;databaseName={tmp_path}/data/_metastore/db;create=true"}
-    assert derby_log_option(spec, layout) == f" -Dderby.stream.error.file={tmp_path}/data/_metastore/derby.log"
+    log = f"{tmp_path}/data/_metastore/derby.log"
+    assert derby_log_option(spec, layout) == f" -Dderby.stream.error.file={log}"
     assert (tmp_path / "data" / "_metastore").is_dir()  # Derby opens its log before its database
     assert database_of(spec) == "my_shop"
 
