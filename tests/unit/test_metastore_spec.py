@@ -39,6 +39,6 @@ def test_a_metastore_service_is_its_uri_and_an_embedded_one_needs_local_storage(
     on_s3 = spec_of(tmp_path, "name: shop\nstorage: s3a://lake/shop\nmetastore: {}\n")
     with pytest.raises(ConfigError, match="an embedded metastore needs storage on the local disk"):
         metastore_conf(on_s3, StorageLayout.of(on_s3))
-    with pytest.raises(ConfigError, match="metastore.uri"):
+    with pytest.raises(ConfigError, match=r"metastore\.uri"):
         spec_of(tmp_path, "name: shop\nstorage: data\nmetastore: {uri: 'http://x:1'}\n")
     assert metastore_conf(spec_of(tmp_path, "name: shop\nstorage: data\n"), StorageLayout.of(spec)) == {}
