@@ -1,7 +1,9 @@
 """A pipeline's tables by name through a real Hive Metastore (issue 76): another Spark application, in a
 process of its own and configured only with the metastore's URI and Delta, reads ``database.table`` while
 `deltaflow run --continuous` writes it, after it stops, after a full refresh and after a rewind; a second
-pipeline that would write under a name the first registered is refused in one line, before it writes."""
+pipeline that would write under a name the first registered is refused in one line, before it writes. The
+embedded metastore (Derby under the storage) needs nothing started, and a run goes on while a notebook
+holds it."""
 
 from __future__ import annotations
 
@@ -52,11 +54,11 @@ READER = textwrap.dedent("""
 class Reader:
     """A long-lived Spark process answering queries over tables by name."""
 
-    def __init__(self, uri: str, folder: Path) -> None:
+    def __init__(self, uri: str, folder: Path, script_text: str = READER) -> None:
         from deltaflow.runtime.jars import jars
 
         script = folder / "reader.py"
-        script.write_text(READER)
+        script.write_text(script_text)
         self.proc = subprocess.Popen([sys.executable, str(script), ",".join(map(str, jars("spark"))), uri],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                                      text=True, env=cli_env())
@@ -146,3 +148,31 @@ def rows_or_none(project: Project, table: str) -> list[dict[str, Any]]:
         return project.rows(table)
     except Exception:  # not created yet
         return []
+
+
+#: A notebook on the embedded metastore: Delta, Hive support and the Derby database under the storage.
+EMBEDDED_READER = READER.replace(
+    '.config("spark.hadoop.hive.metastore.uris", uri)',
+    '.config("spark.hadoop.javax.jdo.option.ConnectionURL", f"jdbc:derby:;databaseName={uri}")')
+
+
+def test_an_embedded_metastore_needs_nothing_started_and_a_run_goes_on_while_a_notebook_holds_it(  # type: ignore[no-untyped-def]
+        tmp_path: Path) -> None:
+    project = Project(tmp_path / "shop", PIPELINE, spec_extra="metastore: {database: shop}\n")
+    project.drop("0.json", [{"id": f"a{i}", "action": "view" if i % 3 else "buy"} for i in range(9)])
+    first = deltaflow(project, "run", "--available-now")
+    assert first.returncode == 0, first.stderr[-2000:]
+    assert "registered shop.bronze, shop.gold" in first.stderr, first.stderr
+    assert not (project.root / "derby.log").exists()  # Derby's log is beside its database
+
+    reader = Reader(f"{project.layout.metastore}/db", tmp_path, EMBEDDED_READER)  # holds Derby from now on
+    try:
+        assert reader.read("shop.gold") == rows(project, "gold")
+        project.drop("1.json", [{"id": "b0", "action": "share"}])
+        second = deltaflow(project, "run", "--available-now")  # Derby is the notebook's: the run goes on
+        assert second.returncode == 0, second.stderr[-2000:]
+        assert "in use by another Spark application" in second.stderr, second.stderr
+        assert len(rows(project, "gold")) == 3 and len(rows(project, "bronze")) == 10
+        assert reader.read("shop.gold") == rows(project, "gold")  # registered once, read as it is now
+    finally:
+        reader.close()

@@ -7,8 +7,9 @@ a ``catalog`` and a ``database`` (or ``schema``). deltaflow's keys may sit besid
   that folder (SDP's convention), ``.py`` and ``.sql`` alike;
 * ``file:///path`` storage is the local path;
 * ``database`` (or ``schema``) is where the tables are registered when the spec names a metastore too
-  (deltaflow's ``metastore: {uri: ...}``), and a note otherwise: each table is then found by its path under
-  ``storage`` only. ``catalog`` is Spark's session catalog (the metastore): any other name gets a note.
+  (deltaflow's ``metastore:``, embedded or ``{uri: ...}``), and a note otherwise: each table is then found
+  by its path under ``storage`` only. ``catalog`` is Spark's session catalog (the metastore): any other
+  name gets a note.
 
 Example:
     >>> data, notes = sdp_keys({"name": "p", "storage": "file:///tmp/s",
@@ -49,8 +50,8 @@ def sdp_keys(data: dict[str, Any], path: str) -> tuple[dict[str, Any], list[str]
         if isinstance(metastore, dict) and "database" not in metastore:
             data["metastore"] = metastore = {**metastore, "database": value}
         elif not isinstance(metastore, dict):
-            notes.append(f"{path}: {key} '{value}': no metastore named (metastore: {{uri: thrift://...}}), "
-                         "so each table is found by its path under storage, registered nowhere")
+            notes.append(f"{path}: {key} '{value}': no metastore named (metastore: {{}} for an embedded "
+                         "one), so each table is found by its path under storage, registered nowhere")
     if isinstance(storage := data.get("storage"), str) and storage.startswith("file://"):
         data["storage"] = storage.removeprefix("file://")
     if isinstance(libraries := data.get("libraries"), list):
