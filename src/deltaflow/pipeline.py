@@ -46,7 +46,7 @@ if TYPE_CHECKING:
     from deltaflow.context import PipelineContext
     from deltaflow.graph import Flow, PipelineGraph
     from deltaflow.resolve.resolver import Resolver
-    from deltaflow.runtime.metastore import TableRegistry
+    from deltaflow.runtime.metastore import Registration
     from deltaflow.runtime.nothing_new import NewInput
     from deltaflow.runtime.outcomes import FlowOutcome, MessageCallback, ProgressCallback
     from deltaflow.runtime.run_plan import RunPlan
@@ -76,7 +76,7 @@ class Pipeline(ReadVerbs):
         self._storage_checked = False
         self._session_given = spark is not None  # started elsewhere: it lacks the spec's s3 keys
         self._session_ready = False  # the spec's keys and parameters set on the session
-        self._table_registry: TableRegistry | None = None  # the spec's metastore, once a run started
+        self._registration: Registration | None = None  # the spec's metastore, once a run started
         self.small_run = False  # the run reads little: its JVM compiles for a quick start (see run)
 
     @classmethod
@@ -201,7 +201,9 @@ class Pipeline(ReadVerbs):
         graph = self.graph
         if plan is not None:
             plan.check(graph)
-        registry = self._registry(on_message)  # a name another pipeline holds: refused before any write
+        registration = self._registration = self._registration_of(on_message)
+        if registration is not None:
+            registration.check()  # a name another pipeline holds: refused before anything is written
         run = PipelineRun(self.context(), graph, trigger, on_batch=on_batch, plan=plan,
                           flow_triggers=flow_triggers(self.spec, graph.flows, trigger, mode_given=bool(mode)),
                           on_message=on_message)
@@ -211,21 +213,18 @@ class Pipeline(ReadVerbs):
             run.abort()
             raise
         write_graph_record(self.layout, run.resolver, self.name, trigger.describe(), self.fingerprint())
-        if registry is not None and (names := registry.register(self.layout.table_names())) and on_message:
-            on_message(f"metastore {registry.uri}: registered {', '.join(names)}")
-        self._table_registry = registry
+        if registration is not None:
+            registration.start()
         return run
 
-    def _registry(self, on_message: MessageCallback | None) -> TableRegistry | None:
-        """The spec's metastore, its names checked against this pipeline's tables (None: none to use)."""
+    def _registration_of(self, on_message: MessageCallback | None) -> Registration | None:
+        """The run's registration of its tables in the spec's metastore (None without one)."""
         if self.spec.metastore is None:
             return None
-        from deltaflow.runtime.metastore import TableRegistry
+        from deltaflow.runtime.metastore import Registration
 
-        registry = TableRegistry.open(self.session(), self.spec, self.layout, on_message)
-        if registry is not None:
-            registry.check(sorted({*self.tables(), *self.layout.table_names()}))
-        return registry
+        return Registration(self.session(), self.spec, self.layout, self.tables(),
+                            on_message or (lambda message: None))
 
     def run(self, mode: TriggerMode | None = None, interval: str | None = None, *,
             stop: threading.Event | None = None, **options: Any) -> list[FlowOutcome]:
@@ -250,8 +249,8 @@ class Pipeline(ReadVerbs):
         try:
             return run.finish(stop or threading.Event())
         finally:
-            if self._table_registry is not None:  # the tables the run made after it started
-                self._table_registry.register(self.layout.table_names())
+            if self._registration is not None:  # the tables the run made after it started
+                self._registration.finish()
 
     def fingerprint(self) -> str:
         """The digest of the spec and the definition files (see ``loader.definitions_fingerprint``)."""

@@ -23,11 +23,12 @@ Example:
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from deltaflow.errors import ConfigError
+from deltaflow.errors import ConfigError, first_line
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -122,9 +123,9 @@ class TableRegistry:
                               location=str(spec.path or "spec"), hint="start it with "
                               "spark.sql.catalogImplementation=hive and spark.hadoop.hive.metastore.uris="
                               f"{spec.metastore.uri}, or let deltaflow start it")
-        catalog = spark._jsparkSession.sharedState().externalCatalog()
-        try:
-            catalog.databaseExists("default")  # opens the metastore: Derby, or the service's connection
+        try:  # opens the metastore: Derby, or a connection to the service
+            catalog = spark._jsparkSession.sharedState().externalCatalog()
+            catalog.databaseExists("default")
         except Exception as exc:
             if spec.metastore.uri is not None:
                 raise ConfigError(f"metastore.uri: {spec.metastore.uri} does not answer",
@@ -174,3 +175,79 @@ class TableRegistry:
                            f"LOCATION '{path}'")
             done.append(f"{self.database}.{table}")
         return done
+
+
+class Registration:
+    """One run's registration of its tables: names checked before the run writes, tables registered beside it.
+
+    With a metastore service, the names are checked first (another pipeline may hold one) and the tables
+    that exist are registered before the run goes on. An embedded metastore is this pipeline's own (under
+    its storage): nothing to check, so it is opened and filled on a thread of its own while the run starts
+    (opening Derby takes seconds, creating it the first time more). :meth:`finish` waits for that and
+    registers the tables the run made since.
+
+    Args:
+        spark: The run's session.
+        spec: The pipeline's spec (its ``metastore`` section is set).
+        layout: Its storage.
+        tables: The pipeline's table names (the stored datasets).
+        say: Told what was registered, or why nothing was.
+
+    """
+
+    def __init__(self, spark: SparkSession, spec: Spec, layout: StorageLayout, tables: list[str],
+                 say: Callable[[str], None]) -> None:
+        assert spec.metastore is not None
+        self.spark, self.spec, self.layout, self.tables, self.say = spark, spec, layout, tables, say
+        self.embedded = spec.metastore.uri is None
+        self.registry: TableRegistry | None = None
+        self._thread: threading.Thread | None = None
+        self._failed: BaseException | None = None
+
+    def check(self) -> None:
+        """A service: open it, and refuse a name registered at another place (before anything is written).
+
+        Raises:
+            ConfigError: See :meth:`TableRegistry.open` and :meth:`TableRegistry.check`.
+
+        """
+        if not self.embedded:
+            self.registry = TableRegistry.open(self.spark, self.spec, self.layout, self.say)
+            assert self.registry is not None
+            self.registry.check(sorted({*self.tables, *self.layout.table_names()}))
+
+    def start(self) -> None:
+        """Register the tables that exist now (an embedded metastore: on a thread, see the class)."""
+        if not self.embedded:
+            self._register()
+            return
+        self._thread = threading.Thread(target=self._open_and_register, name="deltaflow-metastore",
+                                        daemon=True)
+        self._thread.start()
+
+    def finish(self) -> None:
+        """Wait for :meth:`start`'s registration, then register the tables the run made since."""
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+        if self._failed is not None:
+            self.say(f"metastore {self._where}: no table registered: {first_line(self._failed)}")
+        elif self.registry is not None:
+            self._register()
+
+    @property
+    def _where(self) -> str:
+        return self.registry.uri if self.registry is not None else f"(embedded, {self.layout.metastore})"
+
+    def _open_and_register(self) -> None:
+        try:
+            self.registry = TableRegistry.open(self.spark, self.spec, self.layout, self.say)
+            if self.registry is not None:
+                self._register()
+        except Exception as exc:  # the run goes on: its tables are there, by path
+            self._failed = exc
+
+    def _register(self) -> None:
+        assert self.registry is not None
+        if names := self.registry.register(self.layout.table_names()):
+            self.say(f"metastore {self.registry.uri}: registered {', '.join(names)}")
