@@ -95,4 +95,5 @@ def test_the_tutorial_runs_as_written(  # type: ignore[no-untyped-def]
     runpy.run_path(str(TUTORIAL / "produce.py"))
     ok(capsys, "run", "--available-now")
     assert gold() == {"view": (2, 0.0), "buy": (2, 62.49)}
+    assert shown(capsys, "show", "gold_actions") == gold()
     assert reasons() == ["has_user", "malformed_json"]

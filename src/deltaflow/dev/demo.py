@@ -56,7 +56,7 @@ from deltaflow.examples import example_path
 from deltaflow.pipeline import Pipeline
 from deltaflow.progress import ProgressPrinter
 from deltaflow.runtime.run_log import LOG_VARIABLE, new_log
-from deltaflow.spec import Spec
+from deltaflow.spec import MetastoreSpec, Spec
 
 if TYPE_CHECKING:
     from deltaflow.ui.app import UiServer
@@ -256,7 +256,9 @@ def run_demo(*, seconds: int, rate: int, storage: Path, port: int, stop: threadi
         env = {"DELTAFLOW_STORAGE": str(storage), "DELTAFLOW_LANDING": str(storage / "landing")}
         if bootstrap:
             env["DELTAFLOW_KAFKA"] = bootstrap
-        pipeline = Pipeline.load(example_path(example), env=env)
+        loaded = Pipeline.load(example_path(example), env=env).spec
+        # its tables by name too, in an embedded metastore under the demo's storage (nothing to start)
+        pipeline = Pipeline(loaded.model_copy(update={"metastore": loaded.metastore or MetastoreSpec()}))
         spec = pipeline.spec
         feeds = demo.feeds(spec, bootstrap, rate, console)
         for feed in feeds:
@@ -266,7 +268,8 @@ def run_demo(*, seconds: int, rate: int, storage: Path, port: int, stop: threadi
         server = _serve_ui(pipeline, console) if ui else None
         console.print("spark: starting (a few seconds)...", markup=False)
         printer = ProgressPrinter(console=console, live=True)
-        run = pipeline.start("continuous", on_batch=printer)
+        run = pipeline.start("continuous", on_batch=printer,
+                             on_message=lambda message: console.print(message, markup=False))
         timer = threading.Timer(seconds, stop.set)
         timer.daemon = True
         timer.start()
