@@ -55,6 +55,7 @@ from deltaflow.errors import ArgumentError, ConfigError
 from deltaflow.examples import example_path
 from deltaflow.pipeline import Pipeline
 from deltaflow.progress import ProgressPrinter
+from deltaflow.runtime.metastore import database_of
 from deltaflow.runtime.run_log import LOG_VARIABLE, new_log
 from deltaflow.spec import MetastoreSpec, Spec
 
@@ -298,7 +299,7 @@ def run_demo(*, seconds: int, rate: int, storage: Path, port: int, stop: threadi
             server.stop()
         stored = [name for name, dataset in pipeline.graph.datasets.items() if dataset.stored]
         summary(pipeline.layout, stored, demo.showcase, console, example_path(example),
-                stops_broker=broker is not None and started_broker)
+                stops_broker=broker is not None and started_broker, database=database_of(spec))
     finally:
         for feed in feeds:
             feed.feeder.stop()

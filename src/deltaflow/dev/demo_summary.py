@@ -25,11 +25,12 @@ TOP_ROWS = 10
 
 
 def summary(layout: StorageLayout, datasets: list[str], showcase: Showcase, console: Console,
-            spec: Path, stops_broker: bool = False) -> None:
+            spec: Path, stops_broker: bool = False, database: str | None = None) -> None:
     """Print each table's rows, the showcase's top rows, and the commands that look at what ran.
 
-    ``stops_broker``: the demo stops the Kafka broker it started, so it says how to bring it back (the
-    backlog ``status`` measures now asks it).
+    ``database``: where the run registered the tables by name (None: nowhere). ``stops_broker``: the demo
+    stops the Kafka broker it started, so it says how to bring it back (the backlog ``status`` measures
+    now asks it).
     """
     from deltalake import DeltaTable
 
@@ -53,9 +54,11 @@ def summary(layout: StorageLayout, datasets: list[str], showcase: Showcase, cons
              f"  {where} status {flag}    # each flow: state, rates, backlog now",
              f"  {where} ui {flag}    # the dashboard, in a browser",
              f"  {where} history {showcase.table} {flag}    # its versions and the batches behind them",
-             "  python -c \"from deltalake import DeltaTable; "
-             f"print(DeltaTable('{top}').to_pandas().head())\"",
+             f"  {where} show {showcase.table} {flag}    # its rows (--where, --json, --csv)",
              f"or with Spark: spark.read.format('delta').load('{top}').show()"]
+    if database is not None:
+        lines.append(f"  (or by name between runs, spark.table('{database}.{showcase.table}'), with Hive "
+                     f"support on the embedded metastore in {layout.metastore})")
     if stops_broker:
         lines.append("The demo stops its Kafka broker; 'deltaflow kafka start' brings it back with its "
                      "topics, so that status can measure each flow's backlog now.")

@@ -30,6 +30,7 @@ from typing import Literal
 
 from deltaflow.errors import GraphError
 from deltaflow.graph import AutoCdc
+from deltaflow.sdp.sql_cdc import auto_cdc_flow
 
 SqlKind = Literal["table", "materialized_view", "temporary_view", "flow", "set"]
 ConstraintAction = Literal["warn", "drop", "fail"]
@@ -325,9 +326,8 @@ class _Statement:
         name = self.name()
         comment = self.string() if self.take("COMMENT") else None
         if self.take("AS", "AUTO", "CDC", "INTO"):
-            from deltaflow.sdp.sql_cdc import auto_cdc_flow
-
-            return auto_cdc_flow(self, name, line, comment)
+            target, source, cdc = auto_cdc_flow(self)
+            return SqlDefinition("flow", name, line, target=target, comment=comment, cdc=cdc, source=source)
         self.expect("AS", "INSERT", "INTO")
         target = self.name()
         self.expect("BY", "NAME")

@@ -23,27 +23,38 @@ Example:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
+from deltaflow.errors import GraphError
 from deltaflow.graph import AutoCdc
 
-if TYPE_CHECKING:
-    from deltaflow.sdp.sql import SqlDefinition, _Statement
+
+class Statement(Protocol):
+    """The reader of one SQL statement (``deltaflow.sdp.sql``'s), which :func:`auto_cdc_flow` reads on."""
+
+    text: str
+    toks: list[Any]
+    at: int
+
+    def error(self, message: str, token: Any = None) -> GraphError: ...  # noqa: D102
+    def take(self, *words: str) -> bool: ...  # noqa: D102
+    def expect(self, *words: str) -> None: ...  # noqa: D102
+    def name(self) -> str: ...  # noqa: D102
+    def names(self) -> tuple[str, ...]: ...  # noqa: D102
+    def group(self) -> tuple[int, int]: ...  # noqa: D102
 
 #: The words that open a clause (a condition or a list runs until the next of them).
 _CLAUSES = {"FROM", "KEYS", "SEQUENCE", "IGNORE", "APPLY", "COLUMNS", "STORED", "TRACK"}
 
 
-def auto_cdc_flow(statement: _Statement, name: str, line: int, comment: str | None) -> SqlDefinition:
-    """The flow the rest of ``statement`` (after ``AS AUTO CDC INTO``) declares.
+def auto_cdc_flow(statement: Statement) -> tuple[str, str, AutoCdc]:
+    """The target, source and arguments of the flow the rest of ``statement`` (after AUTO CDC INTO) declares.
 
     Raises:
         GraphError: A clause it does not know, a missing ``FROM``, ``KEYS`` or ``SEQUENCE BY``, or a
             clause given twice, at the statement's file and line.
 
     """
-    from deltaflow.sdp.sql import SqlDefinition
-
     target = statement.name()
     seen: set[str] = set()
     source: str | None = None
@@ -111,10 +122,10 @@ def auto_cdc_flow(statement: _Statement, name: str, line: int, comment: str | No
                   column_list=None if excluded else columns, except_column_list=columns if excluded else None,
                   scd_type=2 if scd_type == 2 else 1, track_history_column_list=tracked,
                   ignore_null_updates=ignore_nulls)
-    return SqlDefinition("flow", name, line, target=target, comment=comment, cdc=cdc, source=source)
+    return target, source, cdc
 
 
-def _until_clause(statement: _Statement) -> str:
+def _until_clause(statement: Statement) -> str:
     """The text from the cursor to the next clause word outside parentheses (a condition)."""
     first, depth = statement.at, 0
     while statement.at < len(statement.toks):
@@ -129,7 +140,7 @@ def _until_clause(statement: _Statement) -> str:
     return statement.text[statement.toks[first].start:last.start + len(last.text)].strip()
 
 
-def _column_choice(statement: _Statement) -> tuple[bool, tuple[str, ...]]:
+def _column_choice(statement: Statement) -> tuple[bool, tuple[str, ...]]:
     """``* EXCEPT (a, b)`` (True and the names left out), ``(a, b)`` or ``a, b`` (False and the names)."""
     if statement.at < len(statement.toks) and statement.toks[statement.at].text == "*":
         statement.at += 1
