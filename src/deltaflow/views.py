@@ -8,6 +8,7 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from rich import box
@@ -133,8 +134,29 @@ def rows_table(title: str, result: QueryResult) -> Table:
     count = f"{len(result.rows):,}{'+' if result.more else ''} row{'' if len(result.rows) == 1 else 's'}"
     view = Table(*result.columns, title=f"{title}: {count}", title_justify="left")
     for row in result.rows:
-        view.add_row(*("[dim]null[/]" if v is None else escape(str(v)) for v in row))
+        view.add_row(*("[dim]null[/]" if v is None else escape(cell(v)) for v in row))
     return view
+
+
+def cell(value: Any) -> str:
+    """A value as a table shows it: timestamps in UTC without the offset, structs and arrays spelled out.
+
+    Example:
+        >>> from datetime import UTC, datetime
+        >>> cell({"start": datetime(2026, 12, 3, 14, tzinfo=UTC), "n": [1, None]})
+        '{start: 2026-12-03 14:00:00, n: [1, null]}'
+
+    """
+    if value is None:
+        return "null"
+    if isinstance(value, datetime):
+        moment = value.astimezone(UTC) if value.tzinfo else value
+        return moment.replace(tzinfo=None).isoformat(sep=" ")
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k}: {cell(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(cell(v) for v in value) + "]"
+    return str(value)
 
 
 def json_lines(result: QueryResult) -> Iterator[str]:
@@ -146,12 +168,15 @@ def json_lines(result: QueryResult) -> Iterator[str]:
 
 
 def csv_text(result: QueryResult) -> str:
-    """The rows as CSV with a header line (a null as an empty field)."""
+    """The rows as CSV with a header line (a null as an empty field, a struct or an array as JSON)."""
     import csv
     import io
+
+    from deltaflow.commands.changes import json_line
 
     text = io.StringIO()
     writer = csv.writer(text, lineterminator="\n")
     writer.writerow(result.columns)
-    writer.writerows(["" if v is None else v for v in row] for row in result.rows)
+    writer.writerows(["" if v is None else json_line(v) if isinstance(v, dict | list) else v for v in row]
+                     for row in result.rows)
     return text.getvalue()

@@ -113,3 +113,21 @@ def test_the_command_prints_a_table_json_lines_or_csv(layout: StorageLayout, tmp
     assert bad.stderr == "error: DF-USAGE sql: Expected: an expression, found the end of the query\n"
     both = cli(capsys, "show", "orders", "--json", "--csv", "--spec", str(spec))
     assert both.returncode == 2 and "--json and --csv: give one" in both.stderr
+
+
+def test_structs_arrays_and_timestamps_read_as_values_in_the_table_and_as_json_in_csv(tmp_path: Path) -> None:
+    from deltaflow.views import cell, csv_text
+
+    layout = StorageLayout(str(tmp_path / "storage"))
+    window = pa.struct([("start", pa.timestamp("us", "UTC")), ("end", pa.timestamp("us", "UTC"))])
+    write_deltalake(layout.table("gold"), pa.table({
+        "window": pa.array([{"start": datetime(2026, 12, 3, 14, tzinfo=UTC),
+                             "end": datetime(2026, 12, 3, 15, tzinfo=UTC)}], window),
+        "tags": pa.array([["a", None]], pa.list_(pa.string()))}))
+    result = table_rows(layout, "gold")
+    assert [cell(v) for v in result.rows[0]] == ["{start: 2026-12-03 14:00:00, end: 2026-12-03 15:00:00}",
+                                                 "[a, null]"]
+    lines = list(csv.reader(io.StringIO(csv_text(result))))
+    hour = {"start": "2026-12-03T14:00:00+00:00", "end": "2026-12-03T15:00:00+00:00"}
+    assert json.loads(lines[1][0]) == hour
+    assert json.loads(lines[1][1]) == ["a", None]

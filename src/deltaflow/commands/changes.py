@@ -149,8 +149,8 @@ def _change_order(row: dict[str, Any]) -> tuple[int, int, str]:
 _CHANGE_ORDER = {"delete": 0, "update_preimage": 1, "update_postimage": 2, "insert": 3}
 
 
-def json_line(row: dict[str, Any]) -> str:
-    """One change row as a JSON line (timestamps in ISO 8601, decimals as strings)."""
+def json_line(row: Any) -> str:
+    """One row (or value) as a JSON line (timestamps in ISO 8601, decimals as strings)."""
     return json.dumps(row, default=_plain, ensure_ascii=False)
 
 
