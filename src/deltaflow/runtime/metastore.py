@@ -116,7 +116,8 @@ class TableRegistry:
         say = on_message or (lambda message: None)
         if spark.conf.get("spark.sql.catalogImplementation", "in-memory") != "hive":
             if spec.metastore.uri is None:
-                say("metastore (embedded): this SparkSession has no Hive support: no table registered")
+                say(f"metastore embedded ({layout.metastore}): this SparkSession has no Hive support: no "
+                    "table registered")
                 return None
             raise ConfigError(f"metastore.uri: this SparkSession was started without Hive support, so no "
                               f"table can be registered in {spec.metastore.uri}",
@@ -131,7 +132,7 @@ class TableRegistry:
                 raise ConfigError(f"metastore.uri: {spec.metastore.uri} does not answer",
                                   location=str(spec.path or "spec"),
                                   hint="start it (deltaflow metastore start) or fix the address") from exc
-            say(f"metastore (embedded, {layout.metastore}): in use by another Spark application (another "
+            say(f"metastore embedded ({layout.metastore}): in use by another Spark application (another "
                 "run of this pipeline, or a notebook): no table registered by this run")
             return None
         return cls(spark, spec, layout, catalog)
@@ -237,7 +238,7 @@ class Registration:
 
     @property
     def _where(self) -> str:
-        return self.registry.uri if self.registry is not None else f"(embedded, {self.layout.metastore})"
+        return self.registry.uri if self.registry is not None else f"embedded ({self.layout.metastore})"
 
     def _open_and_register(self) -> None:
         try:
