@@ -42,3 +42,21 @@ def test_a_metastore_service_is_its_uri_and_an_embedded_one_needs_local_storage(
     with pytest.raises(ConfigError, match=r"metastore\.uri"):
         spec_of(tmp_path, "name: shop\nstorage: data\nmetastore: {uri: 'http://x:1'}\n")
     assert metastore_conf(spec_of(tmp_path, "name: shop\nstorage: data\n"), StorageLayout.of(spec)) == {}
+
+
+def test_a_registration_that_fails_at_the_runs_end_is_said_not_raised(tmp_path: Path) -> None:
+    from deltaflow.runtime.metastore import Registration
+
+    spec = spec_of(tmp_path, "name: shop\nstorage: data\nmetastore: {uri: 'thrift://127.0.0.1:9083'}\n")
+    said: list[str] = []
+    registration = Registration(None, spec, StorageLayout.of(spec), ["gold"], said.append)  # type: ignore[arg-type]
+
+    class Gone:
+        uri = "thrift://127.0.0.1:9083"
+
+        def register(self, tables: object) -> list[str]:
+            raise ConnectionError("the metastore went away")
+
+    registration.registry = Gone()  # type: ignore[assignment]
+    registration.finish()  # the run's outcome stands
+    assert said == ["metastore thrift://127.0.0.1:9083: not every table registered: the metastore went away"]

@@ -227,14 +227,20 @@ class Registration:
         self._thread.start()
 
     def finish(self) -> None:
-        """Wait for :meth:`start`'s registration, then register the tables the run made since."""
+        """Wait for :meth:`start`'s registration, then register the tables the run made since.
+
+        A failure is said, not raised: the run's tables are written, and its outcome is what it reports.
+        """
         if self._thread is not None:
             self._thread.join()
             self._thread = None
+        if self._failed is None and self.registry is not None:
+            try:
+                self._register()
+            except Exception as exc:
+                self._failed = exc
         if self._failed is not None:
-            self.say(f"metastore {self._where}: no table registered: {first_line(self._failed)}")
-        elif self.registry is not None:
-            self._register()
+            self.say(f"metastore {self._where}: not every table registered: {first_line(self._failed)}")
 
     @property
     def _where(self) -> str:
