@@ -98,7 +98,8 @@ def test_a_hold_is_judged_by_the_time_since_its_last_successful_renewal(tmp_path
     now[0] += 19
     assert leases.lost is None and leases.held_until == pytest.approx(now[0] + 11)
     now[0] += 2  # 9 s left: within a third of the TTL of running out
-    assert leases.lost == "could not renew this run's table leases for 21 s (storage too slow to answer)"
+    assert leases.lost == ("could not renew this run's table leases for 21 s (no renewal ran in time: the "
+                           "process was too busy to schedule them)")
     assert "once the storage answers" in leases.lost_hint
     leases._renewers = []
     leases.release()
@@ -129,4 +130,33 @@ def test_a_table_taken_while_renewing_is_renewed_too(tmp_path: Path) -> None:
         assert time.monotonic() < deadline, "silver was never renewed"
         time.sleep(0.01)
     assert leases.lost is None
+    leases.release()
+
+
+def test_a_renewal_that_waits_on_the_storage_is_named_when_the_run_must_stop(tmp_path: Path) -> None:
+    import threading
+
+    now = [1_000.0]
+    layout = StorageLayout(str(tmp_path))
+    leases = TableLeases(layout, "p", "run-1", ttl_seconds=30, clock=lambda: now[0], monotonic=lambda: now[0])
+    leases.acquire(["gold"])
+    leases._renewers = [object()]  # type: ignore[list-item]
+    answer, asked = threading.Event(), threading.Event()
+    write_if = layout.fs.write_if
+
+    def slow_write_if(path: str, text: str, token: str | None) -> str | None:
+        asked.set()
+        answer.wait(10)
+        return write_if(path, text, token)
+
+    layout.fs.write_if = slow_write_if  # type: ignore[method-assign]
+    renewal = threading.Thread(target=leases._renew, args=("gold",))
+    renewal.start()
+    assert asked.wait(10)
+    now[0] += 21
+    assert leases.lost == ("could not renew this run's table leases for 21 s (storage too slow to answer: "
+                           "the renewal of 'gold' has waited 21 s)")
+    answer.set()
+    renewal.join()
+    leases._renewers = []
     leases.release()

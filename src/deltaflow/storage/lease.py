@@ -115,6 +115,7 @@ class TableLeases:
         self.tokens: dict[str, str] = {}  # table -> token of the record this run last wrote
         self.expiries: dict[str, float] = {}  # table -> when the hold this run last wrote runs out
         self._sent: dict[str, float] = {}  # table -> monotonic time its last successful renewal left
+        self._waiting: dict[str, float] = {}  # table -> monotonic time the renewal in flight left
         self._lock = threading.Lock()
         self._lost: str | None = None  # why this run must stop writing
         self._lost_to_holder = False  # ... because another run holds a table now
@@ -183,6 +184,15 @@ class TableLeases:
         if token is None:
             return
         expires, sent = self.clock() + self.ttl, self.monotonic()
+        with self._lock:
+            self._waiting[table] = sent
+        try:
+            self._write_renewal(table, token, expires, sent)
+        finally:
+            with self._lock:
+                self._waiting.pop(table, None)
+
+    def _write_renewal(self, table: str, token: str, expires: float, sent: float) -> None:
         path = self.layout.lease(table)
         record = self._record(expires)
         fs = self._fs
@@ -234,9 +244,19 @@ class TableLeases:
             if since - passed > 2:  # the hold is as short for the other runs, whose clocks jumped too
                 why = f": the system clock jumped {since - passed:.0f} s ahead ({passed:.0f} s passed)"
             else:
-                why = f": {self._failing}" if self._failing else " (storage too slow to answer)"
+                why = f": {self._failing}" if self._failing else self._why_late()
             self._lost = f"could not renew this run's table leases for {since:.0f} s{why}"
         return self._lost
+
+    def _why_late(self) -> str:
+        """Why no renewal succeeded in time, storage failing aside: one waits on the storage, or none ran."""
+        with self._lock:
+            waiting = sorted(self._waiting.items(), key=lambda item: item[1])
+        if waiting:
+            table, began = waiting[0]
+            return (f" (storage too slow to answer: the renewal of '{table}' has waited "
+                    f"{self.monotonic() - began:.0f} s)")
+        return " (no renewal ran in time: the process was too busy to schedule them)"
 
     @property
     def lost_hint(self) -> str:
