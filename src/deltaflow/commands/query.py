@@ -56,9 +56,9 @@ def table_rows(layout: StorageLayout, table: str, limit: int = 20, where: str | 
     """The first ``limit`` rows (0: all) of ``table`` at ``version`` (default: latest) matching ``where``.
 
     Raises:
-        ConfigError: No such table, or no such version of it.
-        ArgumentError: ``where`` is not a predicate over the table's columns (the engine's reason, in one
-            line), or ``limit`` is negative.
+        ConfigError: No such table (naming those there are).
+        ArgumentError: No such version of it, ``where`` is not a predicate over its columns (the engine's
+            reason, in one line), or ``limit`` is negative.
 
     """
     if limit < 0:
