@@ -100,12 +100,24 @@ def add_auto_cdc_flow(
         ignore_null_updates=ignore_null_updates,
     )
 
+    graph.add_flow(cdc_flow(name or target, target, source, cdc, where))
+
+
+def cdc_flow(name: str, target: str, source: str, cdc: AutoCdc, where: SourceLocation) -> Flow:
+    """The auto CDC flow ``name`` into ``target``, streaming ``source``'s change events (every front end's).
+
+    Example:
+        >>> cdc_flow("customers", "customers", "changes", AutoCdc(keys=("id",), sequence_by=("ts",)),
+        ...          where).cdc.keys  # doctest: +SKIP
+        ('id',)
+
+    """
     def read_source() -> DataFrame:
         from deltaflow.sources.delta import read_stream
 
         return read_stream(source)
 
-    graph.add_flow(Flow(name=name or target, target=target, func=read_source, location=where, cdc=cdc))
+    return Flow(name=name, target=target, func=read_source, location=where, cdc=cdc)
 
 
 def _column_names(value: str | Column | list[str], what: str, where: SourceLocation) -> tuple[str, ...]:

@@ -101,21 +101,15 @@ class SdpRegistry(GraphElementRegistry):
         self.graph.add_flow(Flow(name=flow.name, target=flow.target, func=flow.func, location=where))
 
     def register_auto_cdc_flow(self, flow: sdp_flow.AutoCdcFlow) -> None:  # noqa: D102
-        where = _where(flow.source_code_location)
-        source = flow.source
-
-        def read_source() -> DataFrame:
-            from deltaflow.sources.delta import read_stream
-
-            return read_stream(source)
+        from deltaflow.cdc_api import cdc_flow
 
         cdc = AutoCdc(keys=tuple(map(column_sql, flow.keys)), sequence_by=(column_sql(flow.sequence_by),),
                       apply_as_deletes=(column_sql(flow.apply_as_deletes)
                                         if flow.apply_as_deletes is not None else None),
                       column_list=_names(flow.column_list),
                       except_column_list=_names(flow.except_column_list))
-        self.graph.add_flow(Flow(name=flow.name or flow.target, target=flow.target, func=read_source,
-                                 location=where, cdc=cdc))
+        self.graph.add_flow(cdc_flow(flow.name or flow.target, flow.target, flow.source, cdc,
+                                     _where(flow.source_code_location)))
 
     def register_sql(self, sql_text: str, file_path: Path) -> None:  # noqa: D102
         register_sql_file(self.graph, sql_text, file_path)

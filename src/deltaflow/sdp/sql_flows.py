@@ -16,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from deltaflow.cdc_api import cdc_flow
 from deltaflow.expectations import expect, expect_or_drop, expect_or_fail
 from deltaflow.fingerprints import SQL_ATTRIBUTE
 from deltaflow.graph import Dataset, Flow, PipelineGraph
@@ -53,8 +54,8 @@ def register_sql_file(graph: PipelineGraph, text: str, path: Path) -> None:
             graph.notes += [f"{where}: {text}" for text in
                             table_notes(definition.name, definition.using, definition.cluster_by)]
         if definition.cdc is not None and definition.source is not None:
-            graph.add_flow(Flow(name=definition.name, target=definition.target or definition.name,
-                                func=_stream_of(definition.source), location=where, cdc=definition.cdc))
+            graph.add_flow(cdc_flow(definition.name, definition.target or definition.name, definition.source,
+                                    definition.cdc, where))
             continue
         if definition.query is None:
             continue  # a streaming table that flows fill
@@ -63,16 +64,6 @@ def register_sql_file(graph: PipelineGraph, text: str, path: Path) -> None:
             func = _CONSTRAINT[constraint.action](constraint.name, constraint.condition)(func)
         target = definition.target or definition.name
         graph.add_flow(Flow(name=definition.name, target=target, func=func, location=where))
-
-
-def _stream_of(source: str) -> Callable[[], DataFrame]:
-    """An AUTO CDC flow's input: its source dataset, streamed."""
-    def read_source() -> DataFrame:
-        from deltaflow.sources.delta import read_stream
-
-        return read_stream(source)
-
-    return read_source
 
 
 def _query(definition: SqlDefinition, file: str) -> Callable[[], DataFrame]:
