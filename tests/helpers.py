@@ -220,3 +220,7 @@ def cli(capsys: Any, *args: str) -> subprocess.CompletedProcess[str]:
     code = invoke(list(args))
     captured = capsys.readouterr()
     return subprocess.CompletedProcess(["deltaflow", *args], code, captured.out, captured.err)
+
+
+class SparkStarted(BaseException):
+    """Raised where pyspark would start (or join) a JVM (the unit tier's ``no_jvm`` fixture)."""

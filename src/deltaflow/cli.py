@@ -324,6 +324,9 @@ def quarantine(
         say(json_line({"table": report.table, "rows": report.rows, "reasons": report.reasons,
                         "samples": report.samples}))
         return
+    if not report.rows:
+        say(f"{table}: its quarantine is still empty (no row has failed its rules)")
+        return
     for view in quarantine_tables(report):
         out.print(view)
 
@@ -356,8 +359,11 @@ def invoke(args: Sequence[str] | None = None) -> int:
         0
 
     """
-    return exit_code(lambda: app(args=list(args) if args is not None else None, prog_name="deltaflow",
-                                 standalone_mode=False))
+    from deltaflow.cli_help import tidy
+
+    command = tidy(typer.main.get_command(app))
+    return exit_code(lambda: command.main(args=list(args) if args is not None else None,
+                                          prog_name="deltaflow", standalone_mode=False))
 
 
 def main() -> None:

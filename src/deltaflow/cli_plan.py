@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 
 from deltaflow.cli_shared import JsonOption, SpecOption, err, load, say
+from deltaflow.runtime.run_log import run_log
 
 
 def plan(spec: SpecOption = None, as_json: JsonOption = False) -> None:
@@ -18,7 +19,8 @@ def plan(spec: SpecOption = None, as_json: JsonOption = False) -> None:
     leaves alone. Writes nothing; needs no JVM when the definitions load without one.
     """
     pipeline = load(spec)
-    result = pipeline.plan()
+    with run_log(pipeline.layout, pipeline.name, outside=True):  # a JVM's output, if one starts
+        result = pipeline.plan()
     for note in pipeline.graph.notes:
         say(f"note: {note}", err)
     if as_json:

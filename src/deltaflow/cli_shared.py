@@ -20,8 +20,18 @@ if TYPE_CHECKING:
     from deltaflow.pipeline import Pipeline
     from deltaflow.ui.app import UiServer
 
-out = Console(highlight=False)
-err = Console(stderr=True, highlight=False)
+#: The width of output to a pipe or a file: no line is wrapped (a table is as wide as its cells).
+UNWRAPPED = 1_000_000
+
+
+def console(stderr: bool = False) -> Console:
+    """A console for deltaflow's lines: wrapped to a terminal's width, never when piped or redirected."""
+    terminal = Console(stderr=stderr).is_terminal
+    return Console(stderr=stderr, highlight=False, soft_wrap=True, width=None if terminal else UNWRAPPED)
+
+
+out = console()
+err = console(stderr=True)
 
 SpecOption = Annotated[Path | None, typer.Option("--spec", help="deltaflow.yml (or an SDP "
                                                  "spark-pipeline.yml), or a folder holding one (default: the "

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from deltaflow.graph import KIND_LABELS
 
@@ -76,60 +76,18 @@ def _edges(resolver: Resolver, name: str) -> list[tuple[str, str, bool]]:
     return edges
 
 
-def text(resolver: Resolver) -> str:
-    """One block per dataset, upstream first: its kind, location, and what it reads."""
-    names = resolver.order()
-    width = max(len(n) for n in names)
-    lines = []
-    for name in names:
-        dataset = resolver.graph.datasets[name]
-        lines.append(f"{name:<{width}}  {_label(resolver, name)}  {dataset.location}")
-        for source, via, _ in _edges(resolver, name):
-            lines.append(f"  <- {source}" + (f" ({via})" if via else ""))
-    return "\n".join(lines)
+#: A resolved graph as plain data: ``{"datasets": [{"dataset", "kind", "stored", "location", "label",
+#: "flows", "edges": [{"from", "via", "dataset"}]}]}``, upstream first. ``deltaflow graph --format json``
+#: prints it, each run records it (``observe.graph_record``), and the pictures below draw it, so that
+#: ``graph`` on unchanged definitions draws the last run's without Spark.
+Picture = dict[str, Any]
 
 
-def _node_id(name: str) -> str:
-    return re.sub(r"\W", "_", name)
-
-
-def mermaid(resolver: Resolver) -> str:
-    """A Mermaid flowchart (paste into Markdown between ```mermaid fences)."""
-    lines = ["flowchart LR"]
-    sources: dict[str, str] = {}
-    for name in resolver.order():
-        shape = ("[(", ")]") if resolver.graph.datasets[name].stored else ("([", "])")
-        label = f"{name}<br/><small>{_label(resolver, name)}</small>"
-        lines.append(f'  {_node_id(name)}{shape[0]}"{label}"{shape[1]}')
-    for name in resolver.order():
-        for source, via, is_dataset in _edges(resolver, name):
-            if not is_dataset and source not in sources:
-                sources[source] = f"src{len(sources)}"
-                lines.insert(1, f'  {sources[source]}>"{source}"]')
-            start = _node_id(source) if is_dataset else sources[source]
-            arrow = "-.->" if via.startswith("batch") else "-->"
-            lines.append(f"  {start} {arrow}{f'|{via}|' if via else ''} {_node_id(name)}")
-    return "\n".join(lines)
-
-
-def dot(resolver: Resolver) -> str:
-    """A Graphviz digraph (``deltaflow graph --format dot | dot -Tsvg > graph.svg``)."""
-    lines = ["digraph pipeline {", "  rankdir=LR;", "  node [fontname=Helvetica];"]
-    for name in resolver.order():
-        shape = "cylinder" if resolver.graph.datasets[name].stored else "box"
-        lines.append(f'  "{name}" [shape={shape}, label="{name}\\n{_label(resolver, name)}"];')
-    for name in resolver.order():
-        for source, via, is_dataset in _edges(resolver, name):
-            if not is_dataset:
-                lines.append(f'  "{source}" [shape=cds];')
-            style = ", style=dashed" if via.startswith("batch") else ""
-            lines.append(f'  "{source}" -> "{name}" [label="{via}"{style}];')
-    lines.append("}")
-    return "\n".join(lines)
-
-
-def as_json(resolver: Resolver) -> str:
-    """One JSON object: each dataset (upstream first) with its kind, location, flows and inputs."""
+def picture(graph: Resolver | Picture) -> Picture:
+    """The plain-data form of a resolved graph (a picture is returned as it is)."""
+    if isinstance(graph, dict):
+        return graph
+    resolver = graph
     datasets = []
     for name in resolver.order():
         dataset = resolver.graph.datasets[name]
@@ -138,9 +96,77 @@ def as_json(resolver: Resolver) -> str:
                   "change_feeds": sorted(resolver.flows[f.name].changes),
                   "quarantines": resolver.flows[f.name].quarantines}
                  for f in resolver.graph.flows_into(name)]
+        edges = [{"from": source, "via": via, "dataset": is_dataset}
+                 for source, via, is_dataset in _edges(resolver, name)]
         datasets.append({"dataset": name, "kind": resolver.kinds[name], "stored": dataset.stored,
-                         "location": str(dataset.location), "flows": flows})
-    return json.dumps({"datasets": datasets})
+                         "location": str(dataset.location), "label": _label(resolver, name),
+                         "flows": flows, "edges": edges})
+    return {"datasets": datasets}
+
+
+def drawable(record: Picture | None) -> bool:
+    """Whether ``record`` (a run's graph record) holds what the pictures draw (older runs' do not)."""
+    datasets = (record or {}).get("datasets")
+    return bool(datasets) and all("label" in d and "edges" in d for d in datasets or ())
+
+
+def text(graph: Resolver | Picture) -> str:
+    """One block per dataset, upstream first: its kind, location, and what it reads."""
+    datasets = picture(graph)["datasets"]
+    width = max(len(d["dataset"]) for d in datasets)
+    lines = []
+    for d in datasets:
+        lines.append(f"{d['dataset']:<{width}}  {d['label']}  {d['location']}")
+        for edge in d["edges"]:
+            lines.append(f"  <- {edge['from']}" + (f" ({edge['via']})" if edge["via"] else ""))
+    return "\n".join(lines)
+
+
+def _node_id(name: str) -> str:
+    return re.sub(r"\W", "_", name)
+
+
+def mermaid(graph: Resolver | Picture) -> str:
+    """A Mermaid flowchart (paste into Markdown between ```mermaid fences)."""
+    datasets = picture(graph)["datasets"]
+    lines = ["flowchart LR"]
+    sources: dict[str, str] = {}
+    for d in datasets:
+        shape = ("[(", ")]") if d["stored"] else ("([", "])")
+        lines.append(f'  {_node_id(d["dataset"])}{shape[0]}"{d["dataset"]}<br/><small>{d["label"]}</small>"'
+                     f'{shape[1]}')
+    for d in datasets:
+        for edge in d["edges"]:
+            source, via = edge["from"], edge["via"]
+            if not edge["dataset"] and source not in sources:
+                sources[source] = f"src{len(sources)}"
+                lines.insert(1, f'  {sources[source]}>"{source}"]')
+            start = _node_id(source) if edge["dataset"] else sources[source]
+            arrow = "-.->" if via.startswith("batch") else "-->"
+            lines.append(f"  {start} {arrow}{f'|{via}|' if via else ''} {_node_id(d['dataset'])}")
+    return "\n".join(lines)
+
+
+def dot(graph: Resolver | Picture) -> str:
+    """A Graphviz digraph (``deltaflow graph --format dot | dot -Tsvg > graph.svg``)."""
+    lines = ["digraph pipeline {", "  rankdir=LR;", "  node [fontname=Helvetica];"]
+    datasets = picture(graph)["datasets"]
+    for d in datasets:
+        shape = "cylinder" if d["stored"] else "box"
+        lines.append(f'  "{d["dataset"]}" [shape={shape}, label="{d["dataset"]}\\n{d["label"]}"];')
+    for d in datasets:
+        for edge in d["edges"]:
+            if not edge["dataset"]:
+                lines.append(f'  "{edge["from"]}" [shape=cds];')
+            style = ", style=dashed" if edge["via"].startswith("batch") else ""
+            lines.append(f'  "{edge["from"]}" -> "{d["dataset"]}" [label="{edge["via"]}"{style}];')
+    lines.append("}")
+    return "\n".join(lines)
+
+
+def as_json(graph: Resolver | Picture) -> str:
+    """One JSON object: each dataset (upstream first) with its kind, location, label, flows and inputs."""
+    return json.dumps(picture(graph))
 
 
 FORMATS = {"text": text, "json": as_json, "mermaid": mermaid, "dot": dot}

@@ -15,6 +15,9 @@ from rich import box
 from rich.markup import escape
 from rich.table import Table
 
+from deltaflow.commands.status import NOT_RUN
+from deltaflow.progress import RATE_FROM_ROWS, plural
+
 if TYPE_CHECKING:
     from deltaflow.commands.history import TableVersion
     from deltaflow.commands.quarantine import QuarantineReport
@@ -40,9 +43,9 @@ def age(seconds: float | None) -> str:
 
 def _backlog(flow: FlowStatus) -> str:
     behind = ((flow.kafka_offsets_behind, "offset"), (flow.delta_versions_behind, "version"))
-    parts = [f"{n:,} {unit}{'' if n == 1 else 's'}" for n, unit in behind if n is not None]
+    parts = [f"{n:,} {unit}{'' if n == 1 else 's'}" for n, unit in behind if n]
     if not parts:
-        return "-"
+        return "-" if all(n is None for n, _ in behind) else "none"
     return ", ".join(parts) + (" now" if flow.backlog_measured == "now" else " at batch")
 
 
@@ -51,7 +54,8 @@ def status_notes(flow: FlowStatus) -> str:
     behind = "falling behind: busy all the time with a backlog" if flow.falling_behind else ""
     quality = ", ".join(f"{n:,} {what}" for n, what in ((flow.quarantined_rows, "quarantined"),
                                                           (flow.dropped_rows, "dropped")) if n)
-    refreshed = (f"refreshed {flow.refreshes:,} time(s), {flow.rows_written:,} rows written, the last "
+    times = "once" if flow.refreshes == 1 else f"{flow.refreshes:,} times"
+    refreshed = (f"refreshed {times}, {plural(flow.rows_written, 'row')} written, the last "
                  f"{flow.last_refresh_mode}") if flow.refreshes else ""
     return "; ".join(p for p in (refreshed, behind, quality, flow.error or "", *flow.warnings) if p)
 
@@ -63,19 +67,23 @@ def status_table(flows: list[FlowStatus]) -> Table:
     backlog wrap); what needs a look (errors, warnings, rows set aside) is :func:`status_notes`, printed
     below, and the rates' window is the caption.
     """
-    windows = sorted({round(f.rate_window_seconds) for f in flows if f.rate_window_seconds is not None})
+    def rated(flow: FlowStatus) -> bool:  # enough rows in the window for a rate to mean something
+        return (flow.input_rows_per_second or 0) * (flow.rate_window_seconds or 0) >= RATE_FROM_ROWS
+
+    windows = sorted({round(f.rate_window_seconds) for f in flows if f.rate_window_seconds and rated(f)})
     span = "-".join(f"{w:,}" for w in dict.fromkeys(windows[:1] + windows[-1:]))  # "60", or "45-60"
     view = Table(box=box.SIMPLE_HEAD, show_edge=False, padding=(0, 1, 0, 0), caption_justify="left",
                  caption=f"rows/s over the last {span} s of each flow's batches" if span else None)
-    for header in ("flow", "state", "last batch", "rows", "in/s", "out/s", "backlog"):
+    for header in ("flow", "state", "last batch", "rows read", "in/s", "out/s", "backlog"):
         wraps = header in ("last batch", "backlog")
         view.add_column(header, no_wrap=not wraps, overflow="fold" if wraps else "ellipsis",
-                        justify="right" if header in ("rows", "in/s", "out/s") else "left")
+                        justify="right" if header in ("rows read", "in/s", "out/s") else "left")
     for flow in flows:
-        rates = [f"{r:,.0f}" if r is not None else "-"
+        rates = [f"{r:,.0f}" if r is not None and rated(flow) else "-"
                  for r in (flow.input_rows_per_second, flow.processed_rows_per_second)]
         batch = "-" if flow.last_batch is None else f"{flow.last_batch} ({age(flow.age_seconds)})"
-        view.add_row(flow.flow, flow.state, batch, f"{flow.rows_total:,}", *rates, _backlog(flow))
+        rows = "-" if flow.state == NOT_RUN else f"{flow.rows_total:,}"
+        view.add_row(flow.flow, flow.state, batch, rows, *rates, _backlog(flow))
     return view
 
 
@@ -114,13 +122,16 @@ def changes_table(table: str, rows: list[dict[str, Any]], limit: int) -> Table:
 
 def history_table(table: str, versions: list[TableVersion]) -> Table:
     """A table's versions, newest first: what each did and which flow and batch (``flow #batch``) wrote it."""
-    view = Table(title=f"{table}: {len(versions)} version(s), newest first", title_justify="left")
+    view = Table(title=f"{table}: {plural(len(versions), 'version')}, newest first", title_justify="left")
     for header in ("version", "time (UTC)", "operation", "rows", "files", "written by"):
         view.add_column(header, no_wrap=header != "operation")
 
     def rows(v: TableVersion) -> str:
         counts = zip("+~-", (v.rows_inserted, v.rows_updated, v.rows_deleted), strict=True)
-        return " ".join(f"{sign}{n:,}" for sign, n in counts if n) or "-"
+        if changed := " ".join(f"{sign}{n:,}" for sign, n in counts if n):
+            return changed
+        # a batch that brought nothing still commits: its mark is how a replay knows it is done
+        return "none (empty batch)" if v.flow is not None and not (v.files_added or v.files_removed) else "-"
 
     for v in versions:
         writer = f"{v.flow} #{v.batch_id}" if v.flow is not None else v.writer or "-"

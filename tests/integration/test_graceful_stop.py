@@ -63,7 +63,7 @@ def test_sigterm_stops_cleanly_and_restart_reappends_nothing(  # type: ignore[no
 
     again = cli(capsys, "run", "--spec", str(project.spec_path), "--available-now")  # in-process: no signal
     assert again.returncode == 0, again.stderr[-2000:]
-    assert "bronze: completed, 0 rows this run" in again.stderr
+    assert "bronze: completed, read 0 rows this run" in again.stderr
     assert DeltaTable(table).version() == version
     result = DeltaTable(table).to_pyarrow_table(columns=["partition", "offset"])
     pairs = set(zip(result["partition"].to_pylist(), result["offset"].to_pylist(), strict=True))

@@ -384,10 +384,10 @@ def test_each_view_refresh_is_reported_by_the_run_status_and_metrics(  # type: i
     pipeline.drop([event(f"e{i}", f"u{i}", f"p{i % 3}", f"2025-05-01T10:{i:02d}:00Z", 1.0) for i in range(6)])
     first = cli(capsys, "run", "--spec", spec)
     assert first.returncode == 0, first.stderr
-    assert "gold: completed, refreshed 1 time(s) this run, 3 rows written" in first.stderr, first.stderr
+    assert "gold: completed, refreshed once this run, 3 rows written" in first.stderr, first.stderr
     pipeline.drop([event("late", "u9", "p7", "2025-05-01T11:30:00Z", 2.0)])
     second = cli(capsys, "run", "--spec", spec)
-    assert "gold: completed, refreshed 1 time(s) this run, 1 rows written" in second.stderr, second.stderr
+    assert "gold: completed, refreshed once this run, 1 row written" in second.stderr, second.stderr
     assert len(pipeline.rows("gold")) == 4
 
     shown = cli(capsys, "status", "--json", "--spec", spec)
@@ -414,7 +414,7 @@ def test_a_view_without_pipeline_inputs_reports_its_refresh_at_each_run(  # type
     for _ in range(2):
         ran = cli(capsys, "run", "--spec", spec)
         assert ran.returncode == 0, ran.stderr
-        assert "sizes: completed, refreshed 1 time(s) this run, 3 rows written" in ran.stderr, ran.stderr
+        assert "sizes: completed, refreshed once this run, 3 rows written" in ran.stderr, ran.stderr
     shown = cli(capsys, "status", "--json", "--spec", spec)
     sizes = next(f for f in map(json.loads, shown.stdout.splitlines()) if f["flow"] == "sizes")
     assert (sizes["refreshes"], sizes["rows_written"], sizes["last_refresh_mode"]) == (2, 6, "full")

@@ -157,7 +157,7 @@ def test_dry_run_and_graph_need_no_broker_but_warn(spark, make_project, capsys) 
     assert [line for line in result.stderr.splitlines() if line.startswith("warning:")] == [
         f"warning: {address}: Kafka broker unreachable ('deltaflow run' needs it)"]
     assert "<- kafka:t" in result.stdout
-    graph = cli(capsys, "graph", "--json", "--spec", str(project.spec_path))
+    graph = cli(capsys, "graph", "--format", "json", "--spec", str(project.spec_path))
     assert graph.returncode == 0
     (bronze,) = json.loads(graph.stdout)["datasets"]
     assert bronze["dataset"] == "bronze" and bronze["flows"][0]["sources"] == ["kafka:t"]

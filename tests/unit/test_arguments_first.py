@@ -16,7 +16,6 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -25,28 +24,7 @@ from deltaflow.commands.init import init_project
 from deltaflow.errors import ArgumentError, ConfigError
 from deltaflow.pipeline import Pipeline
 from deltaflow.runtime.run_plan import RunPlan
-from helpers import cli
-
-
-class SparkStarted(BaseException):
-    """Raised where pyspark would start (or join) a JVM."""
-
-
-@pytest.fixture
-def no_jvm(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """No SparkContext can start; one the test session already runs (the Spark tier's) is hidden too."""
-    from pyspark import SparkContext
-    from pyspark.sql import SparkSession
-
-    def refuse(cls: type, *args: object, **kwargs: object) -> None:
-        raise SparkStarted("Spark was started")
-
-    monkeypatch.setattr(SparkContext, "_ensure_initialized", classmethod(refuse))
-    monkeypatch.setattr(SparkContext, "_active_spark_context", None)
-    monkeypatch.setattr(SparkSession, "_instantiatedSession", None)
-    monkeypatch.setattr(SparkSession, "_activeSession", None)
-    yield
-    assert SparkContext._active_spark_context is None
+from helpers import SparkStarted, cli
 
 
 @pytest.fixture(scope="module")
@@ -81,7 +59,7 @@ USAGE = [
     (["run", "--once", "--continuous"], "choose one of --available-now, --continuous, --once"),
     (["run", "--continuous", "--interval", "soon"], "--interval: 'soon' is not a duration"),
     (["run", "--once", "--interval", "5 seconds"], "--interval is for continuous flows, not --once"),
-    (["graph", "--format", "mermaid", "--json"], "--json and --format mermaid"),
+    (["graph", "--json"], "No such option: --json"),
     (["graph", "--format", "svg"], "'svg' is not one of"),
     (["changes", "silver_events", "--from", "5", "--to", "2"], "--to 2 is before --from 5"),
     (["history", "silver_events", "--limit", "-1"], "'--limit'"),

@@ -47,7 +47,7 @@ def test_the_run_s_error_names_the_failed_flows_and_the_skipped_ones_and_each_sa
                           "skipped downstream: 'gold', 'platinum'")
     assert run_failure(outcomes[:1]) is None
     assert [format_outcome(o, FlowTotals(rows=7) if o.flow == "bronze" else None) for o in outcomes] == [
-        "bronze: completed, 7 rows this run", "silver: failed, 0 rows this run",
+        "bronze: completed, read 7 rows this run", "silver: failed, read 0 rows this run",
         "gold: skipped: upstream 'silver' failed", "platinum: skipped: upstream 'silver' failed"]
 
 

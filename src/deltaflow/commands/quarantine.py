@@ -18,6 +18,7 @@ from deltaflow.errors import ConfigError
 from deltaflow.graph import suggest
 
 if TYPE_CHECKING:
+    from deltaflow.graph import PipelineGraph
     from deltaflow.storage import StorageLayout
 
 _COLUMNS = ["flow", "batch_id", "quarantined_at", "failed_expectations", "record", "topic", "partition",
@@ -58,3 +59,16 @@ def quarantine_report(layout: StorageLayout, table: str, samples: int = 3) -> Qu
             if len(examples.setdefault(reason, [])) < samples:
                 examples[reason].append(row)
     return QuarantineReport(table, len(rows), dict(reasons.most_common()), examples)
+
+
+def quarantines(graph: PipelineGraph, layout: StorageLayout, table: str) -> bool:
+    """Whether a flow into ``table`` declares a quarantine (a rule, or ``dp.parse_json`` in the last run)."""
+    from deltaflow.expectations import expectations_of
+    from deltaflow.observe.graph_record import read_graph_record
+
+    flows = [f for f in graph.flows.values() if f.target == table]
+    if any(e.action == "quarantine" for f in flows for e in expectations_of(f.func)):
+        return True
+    record = read_graph_record(layout) or {}
+    return any(flow.get("quarantines") for d in record.get("datasets", []) if d.get("dataset") == table
+               for flow in d.get("flows", []))

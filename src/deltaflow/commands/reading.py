@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from deltaflow.commands.quarantine import QuarantineReport
     from deltaflow.commands.query import QueryResult
     from deltaflow.commands.status import FlowStatus
+    from deltaflow.graph import PipelineGraph
     from deltaflow.spec import Spec
     from deltaflow.storage import StorageLayout
 
@@ -29,11 +30,24 @@ class ReadVerbs:
     def storage(self) -> StorageLayout:  # noqa: D102 (the pipeline's)
         raise NotImplementedError
 
+    @property
+    def graph(self) -> PipelineGraph:  # noqa: D102 (the pipeline's)
+        raise NotImplementedError
+
     def status(self) -> list[FlowStatus]:
-        """Each flow's state, last batch, rates and backlog, from the event log."""
+        """Each flow's state, last batch, rates and backlog, from the event log; flows not run yet too."""
         from deltaflow.commands.status import pipeline_status
 
-        return pipeline_status(self.spec, self.storage().read_once())
+        return pipeline_status(self.spec, self.storage().read_once(), declared=self._declared_flows())
+
+    def _declared_flows(self) -> tuple[str, ...]:
+        """The definitions' flows (none when they do not load: the event log's flows are still shown)."""
+        from deltaflow.errors import DeltaflowError
+
+        try:
+            return tuple(self.graph.flows)
+        except DeltaflowError:
+            return ()
 
     def changes(self, table: str, start: int = 0, end: int | None = None,
                 on_message: Callable[[str], None] | None = None) -> list[dict[str, Any]]:
@@ -50,9 +64,16 @@ class ReadVerbs:
 
     def quarantine(self, table: str, samples: int = 3) -> QuarantineReport:
         """``table``'s quarantined rows counted by reason, with samples."""
-        from deltaflow.commands.quarantine import quarantine_report
+        from deltaflow.commands.quarantine import QuarantineReport, quarantine_report, quarantines
+        from deltaflow.errors import ConfigError
 
-        return quarantine_report(self.storage(), table, samples)
+        layout = self.storage()
+        try:
+            return quarantine_report(layout, table, samples)
+        except ConfigError:
+            if not quarantines(self.graph, layout, table):
+                raise
+            return QuarantineReport(table, 0, {}, {})  # declared, and nothing quarantined yet
 
     def show(self, table: str, limit: int = 20, where: str | None = None,
              version: int | None = None) -> QueryResult:

@@ -16,7 +16,7 @@ Example:
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime, timedelta
 from statistics import fmean
@@ -41,6 +41,8 @@ MIN_WINDOW_SECONDS = 2.0
 BACKLOG_BATCHES = 10
 #: A Kafka backlog worth more than this many batches of the flow's input means it is falling behind.
 BEHIND_BATCHES = 3
+#: The state of a flow that has logged nothing yet.
+NOT_RUN = "not run yet"
 #: Seconds without an event after which a flow that did not log its end is reported as silent.
 SILENT_AFTER = 120.0
 
@@ -53,7 +55,8 @@ class FlowStatus:
     """What the event log (and, for the backlog, the flow's checkpoint and sources) says about one flow."""
 
     flow: str
-    state: str  # running, silent (no event for a while, no end logged), completed, stopped, failed, skipped
+    state: str  # running, silent (no event for a while, no end logged), completed, stopped, failed, skipped,
+    # not run yet
     last_batch: int | None
     last_batch_at: datetime | None
     age_seconds: float | None
@@ -109,19 +112,23 @@ def event_rows(log: DeltaTable, pipeline: str, columns: list[str]) -> list[dict[
 
 
 def pipeline_status(spec: Spec, layout: StorageLayout, now: datetime | None = None,
-                    probe: BacklogProbe | None = None) -> list[FlowStatus]:
+                    probe: BacklogProbe | None = None, declared: Sequence[str] = ()) -> list[FlowStatus]:
     """The status of every flow that has logged an event, in name order, with its backlog as it is now.
 
     A flow that is not running is also checked against the retention of the tables it streams
-    (:mod:`deltaflow.commands.horizons`).
-
-    Raises:
-        ConfigError: The pipeline has not run yet (no event log).
-
+    (:mod:`deltaflow.commands.horizons`). A ``declared`` flow without an event (the pipeline, or that
+    flow, has not run yet) is listed as ``not run yet``.
     """
     from deltaflow.observe.backlog import BacklogProbe
 
-    rows = read_events(layout, spec.name)
+    try:
+        rows = read_events(layout, spec.name)
+    except ConfigError:  # no event log: nothing ran yet
+        rows = []
+    logged = {row["flow"] for row in rows}
+    waiting = [not_run(flow) for flow in declared if flow not in logged]
+    if not rows:
+        return sorted(waiting, key=lambda f: f.flow)
     moment = now or datetime.now(UTC)  # one moment for the states and the retention warnings
     own = probe or BacklogProbe(layout, spec.kafka_to_read)
     try:
@@ -131,7 +138,17 @@ def pipeline_status(spec: Spec, layout: StorageLayout, now: datetime | None = No
             own.close()
     stopped = [f.flow for f in flows if f.state != "running"]
     warnings = retention_warnings(layout, stopped, moment) if stopped else {}
-    return [replace(f, warnings=tuple(warnings.get(f.flow, ()))) for f in flows]
+    return sorted([replace(f, warnings=tuple(warnings.get(f.flow, ()))) for f in flows] + waiting,
+                  key=lambda f: f.flow)
+
+
+def not_run(flow: str) -> FlowStatus:
+    """The status of a declared flow that has logged nothing yet."""
+    return FlowStatus(flow=flow, state=NOT_RUN, last_batch=None, last_batch_at=None, age_seconds=None,
+                      rows_total=0, input_rows_per_second=None, processed_rows_per_second=None,
+                      rate_window_seconds=None, delta_versions_behind=None, kafka_offsets_behind=None,
+                      backlog_measured="last batch", falling_behind=False, dropped_rows=0, quarantined_rows=0,
+                      error=None)
 
 
 def measure_backlog(probe: BacklogProbe, layout: StorageLayout, rows: list[dict[str, Any]],

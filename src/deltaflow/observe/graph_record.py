@@ -28,10 +28,10 @@ if TYPE_CHECKING:
 def write_graph_record(layout: StorageLayout, resolver: ResolvedGraph, pipeline: str, trigger: str,
                        fingerprint: str) -> None:
     """Record ``resolver``'s graph for readers without Spark, with the definitions' ``fingerprint``."""
-    from deltaflow.render import as_json
+    from deltaflow.render import picture
 
     record = {"pipeline": pipeline, "trigger": trigger, "written_at": datetime.now(UTC).isoformat(),
-              "fingerprint": fingerprint, **json.loads(as_json(resolver))}
+              "fingerprint": fingerprint, **picture(resolver)}
     layout.fs.write_text(layout.graph_record, json.dumps(record, indent=1) + "\n")
 
 

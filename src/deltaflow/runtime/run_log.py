@@ -17,6 +17,7 @@ Example:
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import re
 import sys
@@ -39,8 +40,10 @@ KEEP = 20
 LOG_VARIABLE = "DELTAFLOW_SPARK_LOG"
 
 
-def log_folder(layout: StorageLayout, pipeline: str) -> Path:
+def log_folder(layout: StorageLayout, pipeline: str, outside: bool = False) -> Path:
     """The folder of ``pipeline``'s run logs (see the module docstring).
+
+    ``outside``: in deltaflow's home, not the storage, for a verb that writes nothing there (``dry-run``).
 
     Example:
         >>> from deltaflow.storage import StorageLayout
@@ -48,14 +51,14 @@ def log_folder(layout: StorageLayout, pipeline: str) -> Path:
         '/data/pipe/_logs'
 
     """
-    if layout.is_local:
+    if layout.is_local and not outside:
         return Path(layout.run_logs)
     return home() / "logs" / re.sub(r"[^\w.-]+", "_", pipeline)
 
 
-def new_log(layout: StorageLayout, pipeline: str) -> Path:
+def new_log(layout: StorageLayout, pipeline: str, outside: bool = False) -> Path:
     """A new run's log file (not created yet), the folder's oldest logs beyond :data:`KEEP` removed."""
-    folder = log_folder(layout, pipeline)
+    folder = log_folder(layout, pipeline, outside)
     with contextlib.suppress(OSError):
         for old in sorted(folder.glob("*.log"))[:-(KEEP - 1)]:
             old.unlink()
@@ -63,17 +66,18 @@ def new_log(layout: StorageLayout, pipeline: str) -> Path:
 
 
 @contextmanager
-def run_log(layout: StorageLayout, pipeline: str) -> Iterator[Path | None]:
+def run_log(layout: StorageLayout, pipeline: str, outside: bool = False) -> Iterator[Path | None]:
     """A command's JVM prints into a new run log, and a failure's stack trace goes there too (one line out).
 
     Not with ``deltaflow -v`` (Spark's log on the terminal) or ``$DELTAFLOW_SPARK_LOG`` already set (then
-    that file is the log). Yields the log's path (None when there is none).
+    that file is the log). ``outside``: the log goes to deltaflow's home, not into the storage (see
+    :func:`log_folder`). Yields the log's path (None when there is none).
     """
     if "DELTAFLOW_LOG_LEVEL" in os.environ:
         yield None
         return
     own = LOG_VARIABLE not in os.environ
-    path = new_log(layout, pipeline) if own else Path(os.environ[LOG_VARIABLE])
+    path = new_log(layout, pipeline, outside) if own else Path(os.environ[LOG_VARIABLE])
     os.environ[LOG_VARIABLE] = str(path)
     try:
         yield path
@@ -125,3 +129,37 @@ def jvm_output(path: str | None) -> Iterator[None]:
         sys.stderr.flush()
         os.dup2(saved, 2)
         os.close(saved)
+
+
+#: pyspark's own loggers that print to stderr: an analysis error's query context, as a JSON record.
+PYSPARK_LOGGERS = ("DataFrameQueryContextLogger", "SQLQueryContextLogger")
+
+
+class _RunLogHandler(logging.Handler):
+    """Appends each record to the run log open when it is logged (none open: the record is dropped)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        path = os.environ.get(LOG_VARIABLE)
+        if path is None:
+            return
+        with contextlib.suppress(OSError), open(path, "a") as log:
+            log.write(self.format(record) + "\n")
+
+
+def pyspark_logs_to_run_log() -> None:
+    """Send pyspark's own log records (:data:`PYSPARK_LOGGERS`) to the run log, not to the terminal.
+
+    An analysis error logged its query context to stderr as a JSON record with a stack trace, before
+    deltaflow's one line. With ``deltaflow -v`` they stay on the terminal.
+    """
+    if "DELTAFLOW_LOG_LEVEL" in os.environ:
+        return
+    from pyspark.logger import PySparkLogger
+
+    for name in PYSPARK_LOGGERS:
+        logger = PySparkLogger.getLogger(name)
+        if not any(isinstance(h, _RunLogHandler) for h in logger.handlers):
+            for handler in list(logger.handlers):
+                logger.removeHandler(handler)
+            logger.addHandler(_RunLogHandler())  # PySparkLogger gives it its JSON format
+        logger.propagate = False

@@ -272,7 +272,7 @@ class PipelineRun:
             for name in (flow, *carried):
                 self.maintainer.written(self.graph.flows[name].target)
                 if self.on_batch is not None:
-                    self.on_batch(BatchProgress.of(name, progress))
+                    self.on_batch(BatchProgress.of(name, progress, shared=bool(carried)))
 
     def wait(self, stop: threading.Event, grace_seconds: float = 120.0) -> list[FlowOutcome]:
         """Watch the flows until all have ended or ``stop`` is set, then stop them between batches.

@@ -33,7 +33,7 @@ from deltaflow.runtime.jars import driver_class_path, jars
 from deltaflow.runtime.jvm_names import java_class, known_roots
 from deltaflow.runtime.jvm_sockets import no_delay
 from deltaflow.runtime.metastore import derby_log_option, metastore_conf
-from deltaflow.runtime.run_log import LOG_VARIABLE, jvm_output
+from deltaflow.runtime.run_log import LOG_VARIABLE, jvm_output, pyspark_logs_to_run_log
 from deltaflow.runtime.scratch import with_scratch
 from deltaflow.storage.s3 import hadoop_conf
 
@@ -236,6 +236,7 @@ def build_session(spec: Spec | None = None, extra: dict[str, str] | None = None,
         builder = builder.config(key, value)
     with jvm_output(os.environ.get(LOG_VARIABLE)):
         spark = builder.getOrCreate()
+    pyspark_logs_to_run_log()
     no_delay()
     known_roots(spark)
     keep_jvm_from_sigterm(spark)
