@@ -79,6 +79,9 @@ def parameter(name: str, default: str | None = None) -> str:
     spec = current().spec
     value = spec.parameters.get(name, default)
     if value is None:
-        raise ConfigError(f"configuration: parameter '{name}' is not set", location=str(spec.path),
-                          hint=f"add '{name}: ...' under configuration")
+        from deltaflow.graph import suggest
+
+        close = suggest(name, spec.parameters)
+        raise ConfigError(f"configuration: parameter '{name}' is not set{close}", location=str(spec.path),
+                          hint=None if close else f"add '{name}: ...' under configuration")
     return value

@@ -308,7 +308,18 @@ def json_schema() -> dict[str, Any]:
 
 
 def _config_error(exc: ValidationError, path: Path) -> ConfigError:
-    err = exc.errors()[0]
+    """Every problem pydantic found in the spec, on one line: the first, then ``; also: ...`` the others."""
+    problems = [_problem(err) for err in exc.errors()]
+    (first, hint), rest = problems[0], problems[1:]
+    others = "; ".join(f"{message} ({more})" if more else message for message, more in rest)
+    if others:
+        first = f"{first}{f' ({hint})' if hint else ''}; also: {others}"
+        hint = None
+    return ConfigError(first, location=str(path), hint=hint)
+
+
+def _problem(err: Any) -> tuple[str, str | None]:
+    """One validation error in words, and its hint (a key that is close, the keys known)."""
     loc = [str(p) for p in err["loc"]]
     field = ".".join(loc)
     if err["type"] == "extra_forbidden":
@@ -316,11 +327,10 @@ def _config_error(exc: ValidationError, path: Path) -> ConfigError:
         close = difflib.get_close_matches(loc[-1], list(parent.model_fields), n=1)
         hint = f"did you mean '{close[0]}'?" if close else f"known keys: {', '.join(parent.model_fields)}"
         where = f" in '{'.'.join(loc[:-1])}'" if loc[:-1] else ""
-        return ConfigError(f"unknown key '{loc[-1]}'{where}", location=str(path), hint=hint)
+        return f"unknown key '{loc[-1]}'{where}", hint
     if err["type"] == "missing":
-        return ConfigError(f"missing required key '{field}'", location=str(path))
-    message = str(err["msg"]).removeprefix("Value error, ")
-    return ConfigError(f"{field}: {message}", location=str(path))
+        return f"missing required key '{field}'", None
+    return f"{field}: {str(err['msg']).removeprefix('Value error, ')}", None
 
 
 def _model_at(loc: list[str]) -> type[BaseModel]:

@@ -121,3 +121,15 @@ def test_graph_draws_the_last_runs_graph_without_spark_until_a_definition_change
     with pytest.raises(SparkStarted):  # the definitions changed: they are resolved again, on Spark
         cli(capsys, "graph", "--spec", str(shop))
     assert "graph: the definitions changed since the last run" in capsys.readouterr().err
+
+
+def test_a_dashboard_port_in_use_is_deltaflows_one_line(
+        shop: Path, capsys: pytest.CaptureFixture[str], no_jvm: None) -> None:
+    import socket
+
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        shown = cli(capsys, "ui", "--port", str(port), "--spec", str(shop))
+    assert shown.returncode == 1
+    assert shown.stderr.splitlines() == [f"error: DF-CONFIG the dashboard cannot listen on 127.0.0.1:{port}: "
+                                         "address already in use (pick another port with --port)"]

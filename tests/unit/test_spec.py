@@ -130,3 +130,25 @@ def test_only_a_local_master_swaps_hadoops_local_file_system_and_a_specs_own_set
     assert cluster["spark.driver.extraClassPath"] == f"{driver_class_path()}{os.pathsep}x.jar"
     own = {"spark.master": "local", "spark.hadoop.fs.file.impl": "org.apache.hadoop.fs.LocalFileSystem"}
     assert in_process_local_files(own)["spark.hadoop.fs.file.impl"] == "org.apache.hadoop.fs.LocalFileSystem"
+
+
+def test_every_problem_of_a_spec_is_on_its_one_line() -> None:
+    message = error_of("nmae: p\nstorage: s\ntigger: 5\nkafak: {}\n")
+    assert "\n" not in message
+    assert message.index("missing required key 'name'") < message.index("; also: ")
+    for problem in ("unknown key 'nmae' (did you mean 'name'?)", "unknown key 'tigger' (did you mean "
+                    "'trigger'?)", "unknown key 'kafak' (did you mean 'kafka'?)"):
+        assert problem in message
+
+
+def test_a_misspelt_parameter_gets_the_closest_one() -> None:
+    import deltaflow as dp
+    from deltaflow.context import PipelineContext, activate
+    from deltaflow.errors import ConfigError
+
+    text = "name: p\nstorage: s\nconfiguration:\n  landing: in/\n"
+    spec = parse_spec(text, Path("/x/deltaflow.yml"), env={})
+    with activate(PipelineContext(spark=None, spec=spec)):  # type: ignore[arg-type]
+        assert dp.parameter("landing") == "in/"
+        with pytest.raises(ConfigError, match=r"'landng' is not set \(did you mean 'landing'\?\)$"):
+            dp.parameter("landng")

@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import socket
 import threading
 from collections.abc import AsyncIterator, Callable
 from importlib import resources
@@ -113,7 +115,10 @@ class UiServer:
         config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False,
                                 lifespan="off")
         self.server = uvicorn.Server(config)
-        self._thread = threading.Thread(target=self.server.run, name="deltaflow-ui", daemon=True)
+        self._socket: socket.socket | None = None
+        self._thread = threading.Thread(target=lambda: self.server.run(sockets=[self._socket] if self._socket
+                                                                       else None),
+                                        name="deltaflow-ui", daemon=True)
 
     def start(self, timeout: float = 10.0) -> UiServer:
         """Start serving; returns once the port is bound.
@@ -124,11 +129,19 @@ class UiServer:
         """
         from deltaflow.errors import ConfigError
 
+        where = f"{self.host}:{self.server.config.port}"
+        try:  # bound here, so that a port in use is deltaflow's one line, not uvicorn's log record first
+            family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
+            self._socket = socket.create_server((self.host, self.server.config.port), family=family)
+        except OSError as exc:
+            reason = os.strerror(exc.errno).lower() if exc.errno else str(exc)
+            raise ConfigError(f"the dashboard cannot listen on {where}: {reason}",
+                              hint="pick another port with --port") from None
         self._thread.start()
         waited = 0.0
         while not self.server.started:
             if not self._thread.is_alive() or waited > timeout:
-                raise ConfigError(f"the dashboard cannot listen on {self.host}:{self.server.config.port}",
+                raise ConfigError(f"the dashboard cannot listen on {where}",
                                   hint="is the port in use? pick another with --port")
             self._thread.join(0.05)
             waited += 0.05
