@@ -9,6 +9,7 @@ APT    := $(if $(filter 0,$(shell id -u)),,sudo) env DEBIAN_FRONTEND=noninteract
 
 setup: $(STAMP)
 	$(BIN)/deltaflow setup
+	$(BIN)/python tools/vendor_mermaid.py
 
 $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null || { echo "setup: $(PYTHON) not found"; exit 1; }

@@ -18,6 +18,7 @@ STARTER = ROOT / "src" / "deltaflow" / "templates" / "starter"
 def test_the_built_site_shows_the_tutorial_with_its_files_and_the_reference(
         browser: Any, tmp_path: Path) -> None:
     from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
 
     site = tmp_path / "site"
     built = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--quiet", "--site-dir",
@@ -35,6 +36,18 @@ def test_the_built_site_shows_the_tutorial_with_its_files_and_the_reference(
     assert {"Command line", "deltaflow.yml", "Python API", "Error codes", "Metrics"} <= links, links
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     browser.save_screenshot(str(ARTIFACTS / "docs-tutorial.png"))
+
+    browser.execute_cdp_cmd("Network.enable", {})  # the site reads offline: no request leaves the machine
+    browser.execute_cdp_cmd("Network.setBlockedURLs", {"urls": ["http://*", "https://*"]})
+    try:
+        browser.get((site / "concepts" / "index.html").as_uri())
+        WebDriverWait(browser, 20).until(lambda b: b.find_elements(By.CSS_SELECTOR, "div.mermaid"))
+        drawn = browser.find_elements(By.CSS_SELECTOR, "div.mermaid")
+        assert not browser.find_elements(By.CSS_SELECTOR, "pre.mermaid")  # each diagram drawn, none as text
+        assert all(d.size["height"] > 50 for d in drawn), [d.size for d in drawn]
+        assert browser.execute_script("return typeof mermaid") == "object"
+    finally:
+        browser.execute_cdp_cmd("Network.setBlockedURLs", {"urls": []})
 
     browser.get((site / "reference" / "cli" / "index.html").as_uri())
     text = browser.find_element(By.TAG_NAME, "article").text
