@@ -30,10 +30,10 @@ def vendor(force: bool = False) -> Path:
     if mvn is None:
         sys.exit("vendor_mermaid: mvn (Maven) not found")
     with tempfile.TemporaryDirectory() as folder:
-        copied = subprocess.run([mvn, "-q", "dependency:copy", f"-Dartifact={ARTIFACT}", f"-DoutputDirectory={folder}"],
-                                capture_output=True, text=True)
+        command = [mvn, "-q", "dependency:copy", f"-Dartifact={ARTIFACT}", f"-DoutputDirectory={folder}"]
+        copied = subprocess.run(command, capture_output=True, text=True)
         if copied.returncode != 0:
-            sys.exit(f"vendor_mermaid: mvn could not fetch {ARTIFACT}: {copied.stdout[-500:]}{copied.stderr[-500:]}")
+            sys.exit(f"vendor_mermaid: no {ARTIFACT}: {(copied.stdout + copied.stderr)[-800:]}")
         with zipfile.ZipFile(next(Path(folder).glob("*.jar"))) as jar:
             script = jar.read(f"META-INF/resources/webjars/mermaid/{VERSION}/dist/mermaid.min.js")
     TARGET.parent.mkdir(parents=True, exist_ok=True)

@@ -109,7 +109,7 @@ def table(
         merge_schema: Take new columns of the query into the table (Delta's ``mergeSchema``); without it
             a new column stops the flow with an error naming it.
 
-    Example:
+    Examples:
         >>> import deltaflow as dp
         >>> @dp.table(comment="Raw clicks")  # doctest: +SKIP
         ... def bronze_clicks():
@@ -152,7 +152,7 @@ def materialized_view(
         table_properties: Delta table properties.
         refresh: Incremental refresh by time window (see :func:`by_window`); default: full recompute.
 
-    Example:
+    Examples:
         >>> @dp.materialized_view(refresh=dp.by_window("event_timestamp", "1 hour"))  # doctest: +SKIP
         ... def gold_hourly_product_metrics():
         ...     return (spark.read.table("silver_clicks")
@@ -180,7 +180,7 @@ def temporary_view(
 
     Readers get the view's query inlined; a view over a streaming read is read with ``dp.read_stream``.
 
-    Example:
+    Examples:
         >>> @dp.temporary_view  # doctest: +SKIP
         ... def parsed_clicks():
         ...     return spark.readStream.table("bronze_clicks").select(F.from_json("value", SCHEMA).alias("e"))
@@ -206,7 +206,7 @@ def append_flow(
     Several flows may feed one table (declared with :func:`create_streaming_table` or ``@dp.table``); each
     has its own checkpoint and restarts on its own.
 
-    Example:
+    Examples:
         >>> dp.create_streaming_table("all_clicks")  # doctest: +SKIP
         >>> @dp.append_flow(target="all_clicks")  # doctest: +SKIP
         ... def web_clicks():
@@ -239,7 +239,7 @@ def create_streaming_table(
         table_properties: Delta table properties.
         merge_schema: Take new columns of its flows into the table (see :func:`table`).
 
-    Example:
+    Examples:
         >>> dp.create_streaming_table("all_clicks", partition_cols=["event_date"])  # doctest: +SKIP
 
     """
@@ -267,7 +267,7 @@ def foreach_batch_sink(
         func: The batch function (when used bare).
         name: The sink's name; defaults to the function's name.
 
-    Example:
+    Examples:
         >>> @dp.foreach_batch_sink(name="two_locations")  # doctest: +SKIP
         ... def two_locations(df, batch_id):
         ...     df.write.format("delta").mode("append").save("/data/location1")
@@ -300,7 +300,7 @@ def by_window(column: str, duration: str, *, output: str = "window.start",
             than that has its window recomputed from the input, so the view stays exact. Default: every
             window stays in the state, which grows with the windows seen.
 
-    Example:
+    Examples:
         >>> by_window("event_timestamp", "1 hour", lateness="10 minutes").lateness
         '10 minutes'
 

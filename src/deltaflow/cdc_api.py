@@ -3,7 +3,7 @@
 The name mirrors Apache Spark Declarative Pipelines (``pyspark.pipelines``); like the rest of
 :mod:`deltaflow.api` it only registers a flow into the graph being loaded. Nothing here touches Spark.
 
-Example:
+Examples:
     >>> dp.create_streaming_table("customers")  # doctest: +SKIP
     >>> dp.create_auto_cdc_flow(  # doctest: +SKIP
     ...     target="customers", source="customer_events", keys=["customer_id"], sequence_by="ts")
@@ -57,7 +57,7 @@ def create_auto_cdc_flow(
         ignore_null_updates: A null in an update keeps the target's value instead of writing null.
         name: The flow's name (default: the target's).
 
-    Example:
+    Examples:
         >>> dp.create_streaming_table("customers")  # doctest: +SKIP
         >>> dp.create_auto_cdc_flow(  # doctest: +SKIP
         ...     target="customers", source="customer_events", keys=["customer_id"], sequence_by="ts",
@@ -106,7 +106,7 @@ def add_auto_cdc_flow(
 def cdc_flow(name: str, target: str, source: str, cdc: AutoCdc, where: SourceLocation) -> Flow:
     """The auto CDC flow ``name`` into ``target``, streaming ``source``'s change events (every front end's).
 
-    Example:
+    Examples:
         >>> cdc_flow("customers", "customers", "changes", AutoCdc(keys=("id",), sequence_by=("ts",)),
         ...          where).cdc.keys  # doctest: +SKIP
         ('id',)

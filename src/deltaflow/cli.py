@@ -353,7 +353,7 @@ def demo(
 def invoke(args: Sequence[str] | None = None) -> int:
     """Run the command line ``args`` (default: ``sys.argv[1:]``) in this process; return its exit code.
 
-    Example:
+    Examples:
         >>> invoke(["--version"])  # doctest: +SKIP
         deltaflow 0.1.0
         0

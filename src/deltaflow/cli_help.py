@@ -5,7 +5,7 @@ arguments in braces and hidden ones in the usage line. :func:`tidy` rewrites the
 before it parses anything: flags get no placeholder, values an upper-case one (``N``, ``PATH``, ``TEXT``, or
 the option's own ``metavar=``), and the verbs fall into panels in the order a user works with them.
 
-Example:
+Examples:
     >>> command = tidy(typer.main.get_command(app))  # doctest: +SKIP
     >>> command.main(["--help"])  # doctest: +SKIP
 

@@ -52,7 +52,7 @@ def exit_code(command: Callable[[], Any]) -> int:
     0 done; 1 the pipeline or its input is wrong, or a flow failed; 2 the command line is wrong (click's
     usage errors and :class:`~deltaflow.errors.ArgumentError`, told before Spark starts); 130 interrupted.
 
-    Example:
+    Examples:
         >>> exit_code(lambda: app(args=["rewind", "t"], standalone_mode=False))  # doctest: +SKIP
         error: DF-USAGE rewind: give the version (--to-version) or the time (--to-timestamp) to rewind to
         2

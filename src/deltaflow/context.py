@@ -3,7 +3,7 @@
 Definitions only register at import time; their functions are called later by the runner, inside
 :func:`activate`, so that ``dp.read_kafka`` and friends know where they are.
 
-Example:
+Examples:
     >>> from deltaflow.context import current
     >>> current()  # doctest: +SKIP
     PipelineContext(spark=<SparkSession>, spec=Spec(name='clickstream', ...))
@@ -70,7 +70,7 @@ def parameter(name: str, default: str | None = None) -> str:
     Raises:
         ConfigError: The key is not set and there is no default.
 
-    Example:
+    Examples:
         >>> @dp.table  # doctest: +SKIP
         ... def bronze_orders():
         ...     return dp.read_files(dp.parameter("orders_landing", "landing/orders"), schema=ORDER_SCHEMA)

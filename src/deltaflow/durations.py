@@ -1,6 +1,6 @@
 """Durations as people write them (``7d``, ``36h``, ``90 minutes``) and as Delta writes them; moments.
 
-Example:
+Examples:
     >>> parse_duration("36h")
     datetime.timedelta(days=1, seconds=43200)
     >>> human(timedelta(hours=49))
@@ -22,7 +22,7 @@ _UNITS = {"s": 1, "sec": 1, "second": 1, "m": 60, "min": 60, "minute": 60, "h": 
 def parse_duration(text: str) -> timedelta:
     """``7d``, ``36h``, ``90 minutes``, or Delta's ``interval 7 days``.
 
-    Example:
+    Examples:
         >>> parse_duration("interval 36 hours")
         datetime.timedelta(days=1, seconds=43200)
 
@@ -52,7 +52,7 @@ def human(duration: timedelta, up: bool = True) -> str:
 def parse_moment(text: str) -> datetime:
     """An ISO 8601 time (``2026-11-20T14:00:00Z``, ``2026-11-20 14:00``); UTC unless it gives an offset.
 
-    Example:
+    Examples:
         >>> parse_moment("2026-11-20 14:00").isoformat()
         '2026-11-20T14:00:00+00:00'
 

@@ -4,7 +4,7 @@ Every error carries a stable ``code`` (scripts may match on it) and, where known
 a spec file and field, a definition file and line, a flow name, or a network address. ``str(error)`` is
 one line: ``DF-CONFIG deltaflow.yml: unknown key 'kafak' (did you mean 'kafka'?)``.
 
-Example:
+Examples:
     >>> err = ConfigError("unknown key 'kafak'", location="deltaflow.yml")
     >>> str(err)
     "DF-CONFIG deltaflow.yml: unknown key 'kafak'"
@@ -62,7 +62,7 @@ class ArgumentError(ConfigError):
     Told before Spark starts (``deltaflow`` exits 2, as for any wrong command line); a ``ConfigError``, so
     ``except ConfigError`` still catches it.
 
-    Example:
+    Examples:
         >>> str(ArgumentError("give --to-version or --to-timestamp", location="rewind"))
         'DF-USAGE rewind: give --to-version or --to-timestamp'
 
@@ -156,7 +156,7 @@ class InternalError(DeltaflowError):
 def first_line(exc: BaseException) -> str:
     r"""One line saying why ``exc`` happened: the root cause's class and message (≤ 300 chars).
 
-    Example:
+    Examples:
         >>> first_line(ValueError("bad value\nmore detail"))
         'bad value'
         >>> first_line(RuntimeError("Job aborted.\nCaused by: java.lang.IllegalStateException: closed"))
@@ -184,7 +184,7 @@ def first_line(exc: BaseException) -> str:
 def _kafka_data_loss(text: str) -> str | None:
     r"""Spark's Kafka data-loss error (several lines) as one line that says what to do.
 
-    Example:
+    Examples:
         >>> _kafka_data_loss("Some data may have been lost because they are not available in Kafka any "
         ...     "more;\nReason: Partition t-0 offset was changed from 40 to 10.\n")[:63]
         'Kafka records this flow had not read are gone: Partition t-0 of'
@@ -205,7 +205,7 @@ def _python_error(text: str) -> str | None:
     When that is py4j's "An error occurred while calling o823.execute", the Java error under it: its root
     cause, the last ``Caused by:`` of the Java trace py4j prints (a task's failure is under the job's).
 
-    Example:
+    Examples:
         >>> _python_error("Traceback (most recent call last):\n  File \"x.py\"\npy4j.protocol.Py4JJavaError: "
         ...               "An error occurred while calling o8.execute.\n: java.lang.VirtualMachineError: "
         ...               "Out of space in CodeCache\n\tat java.base/x")

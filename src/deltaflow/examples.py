@@ -3,7 +3,7 @@
 A wheel carries them in the package (``deltaflow/examples``); a checkout has them in ``examples/``;
 ``$DELTAFLOW_EXAMPLES`` points elsewhere.
 
-Example:
+Examples:
     >>> "clickstream" in example_names()
     True
 

@@ -16,7 +16,7 @@ as JSON, the names of the rules it failed, its source position (Kafka topic/part
 the row carries them), the batch id and the time, in the same idempotent micro-batch as the table's own
 rows. Every batch's counts (rows, each rule's failures, dropped, quarantined) are in the event log.
 
-Example:
+Examples:
     >>> expectations_of(lambda: None)
     ()
 
@@ -91,7 +91,7 @@ def _stack(action: Action, rules: Mapping[str, str]) -> Callable[[F], F]:
 def expect(name: str, condition: str) -> Callable[[F], F]:
     """Count the rows failing ``condition``; keep them.
 
-    Example:
+    Examples:
         >>> @expect("has_user", "user_id IS NOT NULL")
         ... def silver(): ...
         >>> expectations_of(silver)[0].action

@@ -21,7 +21,7 @@ An append flow's point is ``after_commit:<flow>`` too (:mod:`deltaflow.sinks.app
 evolves has none: Delta's own streaming sink commits and Spark records the batch with no deltaflow code
 between them (the SIGKILL tests at random moments cover it).
 
-Example:
+Examples:
     >>> crash_point("after_commit:silver")  # nothing happens unless $DELTAFLOW_CRASH_AT names it
 
 """
@@ -76,7 +76,7 @@ def crash_while_jobs_run(point: str, spark: SparkSession) -> Iterator[None]:
     For work deltaflow hands to Spark whole (a compaction): the kill lands while its tasks write, before the
     driver commits. Only jobs of this thread's job group count, so the flows running beside it do not.
 
-    Example:
+    Examples:
         >>> with crash_while_jobs_run("compacting:bronze", spark):  # doctest: +SKIP
         ...     DeltaTable.forPath(spark, path).optimize().executeCompaction()
 

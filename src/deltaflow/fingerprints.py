@@ -21,7 +21,7 @@ same definitions give the same fingerprints in every run and on every machine, a
 within its file changes nothing. Functions of deltaflow, pyspark and other installed packages count by
 name only: upgrading them does not count as a change of every definition.
 
-Example:
+Examples:
     >>> from deltaflow.graph import PipelineGraph
     >>> dataset_fingerprints(PipelineGraph(), ".", {})
     {}
@@ -71,7 +71,7 @@ def dataset_fingerprints(graph: PipelineGraph, root: str | Path,
         root: The project's folder: functions defined in files under it are fingerprinted by their code.
         parameters: The spec's ``configuration`` parameters (``Spec.parameters``).
 
-    Example:
+    Examples:
         >>> dataset_fingerprints(graph, spec.root, spec.parameters)  # doctest: +SKIP
         {'bronze_events': '9f2c...', 'silver_events': '41d0...', 'gold_actions': 'c77e...'}
 
@@ -83,7 +83,7 @@ def dataset_fingerprints(graph: PipelineGraph, root: str | Path,
 def normalized_sql(query: str) -> str:
     r"""``query`` with each run of whitespace outside quotes made one space, and none at either end.
 
-    Example:
+    Examples:
         >>> normalized_sql("SELECT  a,\\n   'x  y' FROM t ")
         "SELECT a, 'x  y' FROM t"
 
@@ -94,7 +94,7 @@ def normalized_sql(query: str) -> str:
 def normalized_python(source: str) -> str:
     """Python ``source`` as its tokens: comments, blank lines and spacing within a line do not count.
 
-    Example:
+    Examples:
         >>> normalized_python("x = 1  # one") == normalized_python("x=1")
         True
 

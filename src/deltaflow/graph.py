@@ -9,7 +9,7 @@ micro-batch to.
 
 Which datasets a flow reads is only known once its function has run; see :mod:`deltaflow.resolve`.
 
-Example:
+Examples:
     >>> loc = SourceLocation("transformations/bronze.py", 12)
     >>> str(loc)
     'transformations/bronze.py:12'
@@ -52,7 +52,7 @@ def check_name(what: str, name: str, location: SourceLocation) -> None:
     Raises:
         GraphError: Naming the definition's file:line.
 
-    Example:
+    Examples:
         >>> try:
         ...     check_name("dataset", "../etc", SourceLocation("defs.py", 3))
         ... except GraphError as exc:
@@ -126,7 +126,7 @@ class Dataset:
 class AutoCdc:
     """How an auto CDC flow applies change events to its target (see :func:`deltaflow.create_auto_cdc_flow`).
 
-    Example:
+    Examples:
         >>> AutoCdc(keys=("id",), sequence_by=("ts",)).scd_type
         1
 

@@ -5,7 +5,7 @@ used, so importing a file never starts Spark) and ``dp`` is :mod:`deltaflow`; fi
 Declarative Pipelines (``from pyspark import pipelines as dp``) register through :mod:`deltaflow.sdp`.
 SQL files hold one dataset or flow per statement (:mod:`deltaflow.sdp.sql`).
 
-Example:
+Examples:
     >>> graph = load_graph(load_spec())  # doctest: +SKIP
     >>> sorted(graph.datasets)
     ['bronze_clicks']
@@ -53,7 +53,7 @@ def definitions_fingerprint(spec: Spec) -> str:
     Secret values are left out (``Spec.redacted``). A module the definition files import is not in it:
     each dataset's fingerprint (:mod:`deltaflow.fingerprints`) sees the project's helpers.
 
-    Example:
+    Examples:
         >>> definitions_fingerprint(spec)  # doctest: +SKIP
         '5be0c1...'
 

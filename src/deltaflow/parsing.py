@@ -17,7 +17,7 @@ reason                 the record
 ``bad_timestamp:f``    has a value for timestamp/date field ``f`` that does not parse
 =====================  ===========================================================================
 
-Example:
+Examples:
     >>> @dp.table  # doctest: +SKIP
     ... def silver_clicks():
     ...     return dp.parse_json(spark.readStream.table("bronze_clicks"), CLICK_SCHEMA,

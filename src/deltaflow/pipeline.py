@@ -6,7 +6,7 @@ else: load, analyse (dry-run), run, replay, rewind, the table upkeep (optimize, 
 (status, show, sql, changes, history, quarantine:
 :class:`~deltaflow.commands.reading.ReadVerbs`).
 
-Example:
+Examples:
     >>> pipeline = Pipeline.load("examples/orders")  # doctest: +SKIP
     >>> pipeline.dry_run().flows.keys()  # doctest: +SKIP
     dict_keys(['bronze_orders', 'silver_orders', 'gold_daily_sales'])
@@ -378,7 +378,7 @@ class Pipeline(ReadVerbs):
     def serve_ui(self, host: str = "127.0.0.1", port: int | None = None) -> UiServer:
         """Start the live dashboard and ``/metrics`` of the pipeline on a thread (see :mod:`deltaflow.ui`).
 
-        Example:
+        Examples:
             >>> print(Pipeline.load("examples/clickstream").serve_ui(port=0).url)  # doctest: +SKIP
             http://127.0.0.1:40211/
 

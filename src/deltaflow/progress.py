@@ -1,6 +1,6 @@
 """What a running pipeline shows: one line per micro-batch, or one live line on a terminal.
 
-Example:
+Examples:
     >>> format_batch(BatchProgress("bronze_clicks", 3, 2000, 1530.0, 4100.0, 490))
     'bronze_clicks  batch 3  read 2,000 rows  in 1,530/s  processed 4,100/s  490 ms'
     >>> format_batch(BatchProgress("silver", 0, 6, 0.5, 1.0, 5956, written=4, quarantined=1, duplicates=1))
@@ -25,7 +25,7 @@ RATE_FROM_ROWS = 1_000
 def plural(count: int, word: str, words: str | None = None) -> str:
     """``count`` and ``word`` in the right number.
 
-    Example:
+    Examples:
         >>> plural(1, "row"), plural(2_000, "row"), plural(1, "time")
         ('1 row', '2,000 rows', '1 time')
 
@@ -59,7 +59,7 @@ def format_batch(batch: BatchProgress) -> str:
 def format_outcome(outcome: FlowOutcome, totals: FlowTotals | None) -> str:
     """How a flow ended, as the run's last lines say it: its state and what it did, or why it did nothing.
 
-    Example:
+    Examples:
         >>> format_outcome(FlowOutcome("gold", "defs.py:20", "skipped", "upstream 'silver' failed"), None)
         "gold: skipped: upstream 'silver' failed"
 
@@ -106,7 +106,7 @@ class FlowTotals:
     def summary(self) -> str:
         """What the flow did in the run: the rows it read and wrote, or a view's refreshes.
 
-        Example:
+        Examples:
             >>> FlowTotals(rows=6, written=4, counted=True, quarantined=1, duplicates=1).summary()
             'read 6 rows, wrote 4, quarantined 1, 1 duplicate dropped this run'
 

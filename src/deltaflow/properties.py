@@ -9,7 +9,7 @@ the table: nothing here removes one (``ALTER TABLE ... UNSET TBLPROPERTIES`` doe
 Protocol properties (``delta.minReaderVersion``, ``delta.minWriterVersion``, ``delta.feature.*``) are not
 in a table's configuration: they hold when the table's protocol has them (see :func:`table_settings`).
 
-Example:
+Examples:
     >>> to_set({"delta.enableChangeDataFeed": "true", "delta.appendOnly": "false"},
     ...        {"delta.appendonly": "FALSE"})
     {'delta.enableChangeDataFeed': 'true'}
@@ -34,7 +34,7 @@ _FEATURE = "delta.feature."
 def table_settings(delta: DeltaTable) -> dict[str, str]:
     """``delta``'s configuration, with its protocol spelled as the properties that ask for it.
 
-    Example:
+    Examples:
         >>> table_settings(layout.open_table(layout.table("bronze")))  # doctest: +SKIP
         {'delta.minReaderVersion': '1', 'delta.minWriterVersion': '2'}
 
@@ -82,7 +82,7 @@ def declaration_hint(key: str, value: str, kind: str | None, location: str | Non
     unknown). The definition's form is that of its language (Python or SQL); the spec's is YAML (one line,
     as errors are: ``table_properties: {key: "value"}``, a key beside any already under it).
 
-    Example:
+    Examples:
         >>> print(declaration_hint(CHANGE_FEED, "true", "materialized_view", "t/p.py:4"))
         in t/p.py:4: @dp.materialized_view(table_properties={"delta.enableChangeDataFeed": "true"}), or for \
 every table, in deltaflow.yml: table_properties: {delta.enableChangeDataFeed: "true"}

@@ -5,7 +5,7 @@ decorators and functions of :mod:`deltaflow.api` and :mod:`deltaflow.cdc_api` ad
 flows to it through :func:`active_graph`, each with the :class:`~deltaflow.graph.SourceLocation` it was
 declared at. Nothing here touches Spark.
 
-Example:
+Examples:
     >>> from deltaflow.graph import PipelineGraph
     >>> with registering(PipelineGraph()) as graph:  # doctest: +SKIP
     ...     runpy.run_path("pipelines/clicks.py")
@@ -44,7 +44,7 @@ def active_graph(what: str) -> PipelineGraph:
     Raises:
         GraphError: No definition file is being loaded.
 
-    Example:
+    Examples:
         >>> active_graph("@dp.table")  # doctest: +SKIP
         Traceback (most recent call last):
         deltaflow.errors.GraphError: @dp.table can only be used in a definition file loaded by deltaflow
@@ -62,7 +62,7 @@ def active_graph(what: str) -> PipelineGraph:
 def relative_location(file: str, line: int) -> SourceLocation:
     """``file:line``, the file relative to the working folder when it lies inside it.
 
-    Example:
+    Examples:
         >>> str(relative_location("/elsewhere/defs.py", 3))
         '/elsewhere/defs.py:3'
 
@@ -75,7 +75,7 @@ def relative_location(file: str, line: int) -> SourceLocation:
 def source_location(func: Callable[..., Any]) -> SourceLocation:
     """Where ``func`` is defined, its file relative to the working folder when it lies inside it.
 
-    Example:
+    Examples:
         >>> source_location(source_location).line > 0
         True
 
@@ -92,7 +92,7 @@ def source_location(func: Callable[..., Any]) -> SourceLocation:
 def caller_location() -> SourceLocation:
     """Where the function calling this one was called from (a definition file's line).
 
-    Example:
+    Examples:
         >>> def create_streaming_table(name):  # doctest: +SKIP
         ...     where = caller_location()  # the line of the create_streaming_table(...) call
 

@@ -1,6 +1,6 @@
 """Pictures of a resolved pipeline: plain text, JSON, Mermaid and Graphviz DOT (``deltaflow graph``).
 
-Example:
+Examples:
     >>> print(text(resolver))  # doctest: +SKIP
     bronze_clicks  streaming table, one foreachBatch that also writes silver_clicks's rows  ...
       <- kafka:clicks

@@ -3,7 +3,7 @@
 The graph being registered, the pipeline being run and the resolver at work are all bound and looked up
 the same way.
 
-Example:
+Examples:
     >>> current_name = Scoped[str]("name", lambda: LookupError("no name here"))
     >>> with current_name.bind("clicks"):
     ...     current_name.get()

@@ -28,7 +28,7 @@ Example ``deltaflow.yml``::
       zorder: {silver_clicks: [user_id]}
       vacuum_every: 1 day               # stream-aware VACUUM of every table, keeping its own retention
 
-Example:
+Examples:
     >>> from pathlib import Path
     >>> spec = load_spec(Path("examples/clickstream"))  # doctest: +SKIP
     >>> spec.name
@@ -143,7 +143,7 @@ class Spec(Strict):
     def unset_under(self, section: str) -> str | None:
         """Why ``section`` (e.g. ``kafka``) cannot be used by a reading verb: its first unset ``${VAR}``.
 
-        Example:
+        Examples:
             >>> spec.unset_under("kafka")  # doctest: +SKIP
             'environment variable KAFKA_PASSWORD is not set (kafka.options.sasl.password)'
 
@@ -298,7 +298,7 @@ def load_spec(given: Path | None = None, env: dict[str, str] | None = None, read
 def json_schema() -> dict[str, Any]:
     """The JSON Schema of ``deltaflow.yml``, from the model: editors complete and check a spec with it.
 
-    Example:
+    Examples:
         >>> sorted(json_schema()["required"])
         ['name', 'storage']
 

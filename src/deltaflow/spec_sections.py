@@ -3,7 +3,7 @@
 Every key has a description here, and only here: the JSON Schema editors complete the spec with
 (``deltaflow schema``) and the reference page of the documentation are generated from these models.
 
-Example:
+Examples:
     >>> TriggerSpec(mode="continuous", interval="10 seconds").interval
     '10 seconds'
 

@@ -1,6 +1,6 @@
 """How the read verbs show their answers: rich tables for people, JSON for scripts.
 
-Example:
+Examples:
     >>> console.print(status_table(pipeline.status()))  # doctest: +SKIP
 
 """
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 def age(seconds: float | None) -> str:
     """``seconds`` ago, in the largest unit that fits.
 
-    Example:
+    Examples:
         >>> age(7200)
         '2 h ago'
 
@@ -152,7 +152,7 @@ def rows_table(title: str, result: QueryResult) -> Table:
 def cell(value: Any) -> str:
     """A value as a table shows it: timestamps in UTC without the offset, structs and arrays spelled out.
 
-    Example:
+    Examples:
         >>> from datetime import UTC, datetime
         >>> cell({"start": datetime(2026, 12, 3, 14, tzinfo=UTC), "n": [1, None]})
         '{start: 2026-12-03 14:00:00, n: [1, null]}'

@@ -49,6 +49,11 @@ def test_the_built_site_shows_the_tutorial_with_its_files_and_the_reference(
     finally:
         browser.execute_cdp_cmd("Network.setBlockedURLs", {"urls": []})
 
+    api = (site / "reference" / "api" / "index.html").read_text()
+    for raw in (":func:", ":meth:", ":class:", "doctest: +SKIP", "<blockquote>"):
+        assert raw not in api, f"the API page shows {raw!r}"  # roles as code, examples as code blocks
+    assert api.count('<span class="gp">&gt;&gt;&gt; </span>') > 20
+
     browser.get((site / "reference" / "cli" / "index.html").as_uri())
     text = browser.find_element(By.TAG_NAME, "article").text
     assert "deltaflow init" in text and "--full-refresh" in text

@@ -6,7 +6,7 @@ the definitions have not changed since (their fingerprint is the same): that rec
 found, which table each flow streams and whether it quarantines. Where only resolution can tell, the
 verb's own check after it still refuses, as before.
 
-Example:
+Examples:
     >>> check_rewind(pipeline, "silver_events", None, None)  # doctest: +SKIP
     Traceback (most recent call last):
     deltaflow.errors.ArgumentError: DF-USAGE rewind: give the version (--to-version) or the time ...

@@ -4,7 +4,7 @@ Read with ``deltalake`` (no JVM), so it answers in well under a second. A table 
 the version that turned ``delta.enableChangeDataFeed`` on (its creation, or the run that set the property
 declared since): a ``--from`` before it is answered from that version, with a note saying so.
 
-Example:
+Examples:
     >>> changes = table_changes(layout, "customers", start=1, end=3)  # doctest: +SKIP
     >>> changes[0]["_change_type"]
     'insert'
@@ -96,7 +96,7 @@ def change_feed_start(layout: StorageLayout, path: str, latest: int, start: int)
     looking for the metadata changes among them, and stops at the first that turned the change feed off,
     or at ``start``.
 
-    Example:
+    Examples:
         >>> change_feed_start(layout, layout.table("gold"), latest=5, start=0)  # doctest: +SKIP
         3
 

@@ -4,7 +4,7 @@ Read from the table's Delta log without Spark. The writer comes from the transac
 on every write (:meth:`~deltaflow.storage.layout.FlowCheckpoint.app_id`), or, for a plain streaming
 append, from Delta's own ``(query id, batch id)`` matched against the flows' checkpoints.
 
-Example:
+Examples:
     >>> versions = table_history(layout, "customers", limit=5)  # doctest: +SKIP
     >>> versions[0].operation, versions[0].flow, versions[0].batch_id
     ('MERGE', 'customers', 41)

@@ -11,7 +11,7 @@ clocks run against it while it is stopped:
 
 ``status`` shows one warning per flow and table once either is near (:data:`NEAR` of it used up).
 
-Example:
+Examples:
     >>> retention_warnings(layout)  # doctest: +SKIP
     {'silver': ["reads 'bronze' from version 12, 26d old: the table's log keeps 30d; run it within 4d ..."]}
 

@@ -6,7 +6,7 @@ quarantined) -> ``gold_actions`` (events and amount per action, a materialized v
 starts from a shipped example instead. A folder that is not empty is refused (nothing written) unless
 ``force``, which writes the project's files over same-named ones and leaves every other file alone.
 
-Example:
+Examples:
     >>> written = init_project(Path("shop"))  # doctest: +SKIP
     >>> sorted(p.name for p in written)[:2]  # doctest: +SKIP
     ['.gitignore', 'README.md']

@@ -11,7 +11,7 @@ A flow streaming the table reads its log, when it restarts, from the start of it
 (:func:`restart_read`): the retention is extended until that version's entry is inside it, so a flow
 stopped for longer than the table's log retention still restarts. Delta's own cleanup knows of no reader.
 
-Example:
+Examples:
     >>> clean_log(resolver, "bronze")  # doctest: +SKIP
     LogCleanup(table='bronze', retention=datetime.timedelta(seconds=3600), files=412, held_by=None)
 

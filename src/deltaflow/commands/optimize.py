@@ -7,7 +7,7 @@ writer (a MERGE that replaced some of its files) is run again, and so is a pipel
 the compaction (:mod:`deltaflow.sinks.conflicts`). The files it replaces stay on disk, for the readers
 that still need them, until ``deltaflow vacuum``.
 
-Example:
+Examples:
     >>> optimize_table(context, "silver_readings", zorder=("sensor_id",))  # doctest: +SKIP
     OptimizeResult(table='silver_readings', files_removed=480, files_added=2, zorder=('sensor_id',))
 

@@ -14,7 +14,7 @@ A streaming table whose definition changed is refreshed as usual; its rows writt
 definition, which the plan says with the command that rebuilds them. What reads what comes from the graph
 the last run recorded (``StorageLayout.graph_record``). Needs no JVM when the definitions load without one.
 
-Example:
+Examples:
     >>> plan = pipeline_plan(spec, layout, graph, flows)  # doctest: +SKIP
     >>> [(d.dataset, d.definition, d.action) for d in plan.datasets]  # doctest: +SKIP
     [('bronze_events', 'unchanged', 'leave alone'), ('gold_actions', 'changed', 'rebuild in full')]
@@ -54,7 +54,7 @@ class DatasetPlan:
             removed dataset, which nothing runs).
         why: The reason for the action, when there is one.
 
-    Example:
+    Examples:
         >>> DatasetPlan("gold", "materialized_view", "changed", "rebuild in full", "definition changed").why
         'definition changed'
 

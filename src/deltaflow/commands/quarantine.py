@@ -1,6 +1,6 @@
 """``deltaflow quarantine TABLE``: what a table's quarantine holds, by reason, read without Spark.
 
-Example:
+Examples:
     >>> report = quarantine_report(layout, "silver_events")  # doctest: +SKIP
     >>> report.reasons
     {'malformed_json': 120, 'missing_field:user_id': 31}

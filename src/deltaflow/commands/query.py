@@ -4,7 +4,7 @@ delta-rs' query engine (DataFusion, through ``deltalake.QueryBuilder``) reads th
 deletion vectors and answers in well under a second, with no JVM. A table is named as in the pipeline
 (``gold_actions``); a query registers only the tables it names, so a large pipeline costs nothing extra.
 
-Example:
+Examples:
     >>> result = table_rows(layout, "silver_events", limit=5, where="amount > 10")  # doctest: +SKIP
     >>> result.columns
     ['event_id', 'user_id', 'amount']

@@ -9,7 +9,7 @@ take a file such a flow still reads; that is the rule ``vacuum`` enforces and ``
 Read without Spark: every flow's checkpoint offset log (a Delta source there names the table it reads by
 its id) and the table's Delta log.
 
-Example:
+Examples:
     >>> bronze = {"bronze": open_table(layout, "bronze")}  # doctest: +SKIP
     >>> [(p.flow, p.version) for p in stream_positions(layout, bronze)["bronze"]]  # doctest: +SKIP
     [('silver', 12)]

@@ -1,6 +1,6 @@
 """The read verbs of :class:`~deltaflow.pipeline.Pipeline`, each answered from storage without a JVM.
 
-Example:
+Examples:
     >>> pipeline = Pipeline.load("examples/orders", reading=True)  # doctest: +SKIP
     >>> pipeline.sql("SELECT count(*) AS n FROM silver_orders").rows  # doctest: +SKIP
     [(4,)]

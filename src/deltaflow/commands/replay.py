@@ -11,7 +11,7 @@ version it reads and the ``--where`` filter). Its writes carry the ``txnAppId``
 interrupted at any point and run again selects the same rows and commits each write once. The record goes
 when the replay is done.
 
-Example:
+Examples:
     >>> where = "array_contains(failed_expectations, 'small')"
     >>> result = replay_quarantine(resolver, "silver_events", where)  # doctest: +SKIP
     >>> result.replayed, result.passed

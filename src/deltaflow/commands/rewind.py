@@ -16,7 +16,7 @@ The rewind is recorded (``StorageLayout.rewind_record``) before anything changes
 again: a rewind that was interrupted is finished by the next ``rewind`` or ``run``
 (:func:`finish_rewinds`).
 
-Example:
+Examples:
     >>> result = rewind_table(resolver, "silver_readings", version=12)  # doctest: +SKIP
     >>> [(f.flow, f.batch) for f in result.flows], result.rebuilt
     ([('silver_readings', 7)], ['gold_sensor_windows'])

@@ -6,7 +6,7 @@ so the answer comes in well under a second and needs no running pipeline. Rates 
 flow's checkpoint against its Kafka topics and Delta tables (:mod:`deltaflow.observe.backlog`), falling
 back to the one its last batch logged.
 
-Example:
+Examples:
     >>> for flow in pipeline_status(load_spec()):  # doctest: +SKIP
     ...     print(flow.flow, flow.state, flow.last_batch)
     bronze_clicks running 41
@@ -177,7 +177,7 @@ def quality_totals(batches: list[dict[str, Any]]) -> dict[str, int]:
 
     Each expectation's failed rows by its name, and ``_rows``, ``_dropped``, ``_quarantined``, ``_unparsed``.
 
-    Example:
+    Examples:
         >>> quality_totals([{"expectations": '{"_rows": 5, "positive": 1}'}, {"expectations": None}])
         {'_rows': 5, 'positive': 1}
 
@@ -196,7 +196,7 @@ def window_rates(batches: list[dict[str, Any]], end: datetime, seconds: float = 
     Returns ``(input, processed, window)``; all None when the batches span less than
     :data:`MIN_WINDOW_SECONDS`.
 
-    Example:
+    Examples:
         >>> t = datetime(2026, 1, 1, tzinfo=UTC)
         >>> b = [{"start_time": t, "end_time": t + timedelta(seconds=4), "input_rows": 800,
         ...       "duration_ms": 2000}]

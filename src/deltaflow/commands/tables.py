@@ -1,6 +1,6 @@
 """Opening a pipeline's tables without Spark, with one error for a table that is not there.
 
-Example:
+Examples:
     >>> delta = open_table(layout, "customers")  # doctest: +SKIP
     >>> delta.version()
     4
@@ -46,7 +46,7 @@ def query_rows(delta: DeltaTable, columns: Sequence[str], where: Mapping[str, st
     refuses), and its Arrow result converts itself to Python values: no ``pyarrow.dataset`` and no pandas
     is imported, which is most of a JVM-free command's start otherwise.
 
-    Example:
+    Examples:
         >>> query_rows(delta, ["flow", "kind"], {"pipeline": "orders"})  # doctest: +SKIP
         [{'flow': 'bronze', 'kind': 'batch'}, ...]
 

@@ -11,7 +11,7 @@ A retention under :data:`MIN_RETENTION` is refused while the pipeline may be run
 being written are not in the log yet, and only their age protects them. ``--stopped`` says no run is
 writing the table.
 
-Example:
+Examples:
     >>> vacuum_table(resolver, "bronze", retain=timedelta(days=2), dry_run=True)  # doctest: +SKIP
     VacuumResult(table='bronze', retention=datetime.timedelta(days=2), files=12, dry_run=True)
 

@@ -11,7 +11,7 @@ gone (or whose pid now belongs to another program) is noticed and removed.
 The files the broker runs with are written by :mod:`deltaflow.dev.broker_config`; finding Java, checking
 ports and recognising the broker's process are in :mod:`deltaflow.dev.broker_process`.
 
-Example:
+Examples:
     >>> from deltaflow.dev.broker import EmbeddedKafka
     >>> with EmbeddedKafka(port=19092) as kafka:  # doctest: +SKIP
     ...     print(kafka.bootstrap)
@@ -70,7 +70,7 @@ class BrokerStatus:
         state_dir: The broker's state folder.
         log_file: The broker's log file.
 
-    Example:
+    Examples:
         >>> EmbeddedKafka(Path("/tmp/k")).status().running  # doctest: +SKIP
         False
 
@@ -90,7 +90,7 @@ class EmbeddedKafka:
         state_dir: Folder for configuration, data, logs and the pid file (default ``home() / "kafka"``).
         port: Client (PLAINTEXT) port; the controller gets a free loopback port of its own.
 
-    Example:
+    Examples:
         >>> kafka = EmbeddedKafka(port=19092)  # doctest: +SKIP
         >>> kafka.start()  # doctest: +SKIP
         '127.0.0.1:19092'
@@ -137,7 +137,7 @@ class EmbeddedKafka:
     def status(self) -> BrokerStatus:
         """Whether a broker started from this state folder is running (a stale pid file is removed).
 
-        Example:
+        Examples:
             >>> EmbeddedKafka(Path("/tmp/k")).status()  # doctest: +SKIP
             BrokerStatus(running=False, pid=None, bootstrap=None, state_dir=..., log_file=...)
 
@@ -165,7 +165,7 @@ class EmbeddedKafka:
                 startup (the message quotes the end of its log) or it was not ready within ``timeout``.
             SetupError: Java or the broker jars are missing.
 
-        Example:
+        Examples:
             >>> EmbeddedKafka(port=19092).start()  # doctest: +SKIP
             '127.0.0.1:19092'
 
@@ -200,7 +200,7 @@ class EmbeddedKafka:
         Returns:
             True when a broker was running.
 
-        Example:
+        Examples:
             >>> EmbeddedKafka(port=19092).stop()  # doctest: +SKIP
             True
 

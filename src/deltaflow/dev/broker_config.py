@@ -4,7 +4,7 @@ The broker is one node in combined mode (broker + controller) on loopback; :func
 its settings, :func:`write_config` writes them with a log4j2 configuration, and :func:`format_storage`
 formats the data folder once, so that a restarted broker keeps its topics.
 
-Example:
+Examples:
     >>> settings = server_properties("127.0.0.1:19092", "127.0.0.1:19093", Path("/tmp/k/data"))
     >>> settings["controller.quorum.voters"]
     '1@127.0.0.1:19093'
@@ -46,7 +46,7 @@ def server_properties(bootstrap: str, controller: str, data_dir: Path) -> dict[s
     Returns:
         The settings, in the order they are written.
 
-    Example:
+    Examples:
         >>> server_properties("127.0.0.1:19092", "127.0.0.1:19093", Path("/tmp/k/data"))["listeners"]
         'PLAINTEXT://127.0.0.1:19092,CONTROLLER://127.0.0.1:19093'
 
@@ -91,7 +91,7 @@ def write_config(
         data_dir: Kafka's ``log.dirs``.
         log_file: The file log4j2 appends the broker's log to.
 
-    Example:
+    Examples:
         >>> write_config(  # doctest: +SKIP
         ...     Path("/tmp/k/server.properties"), Path("/tmp/k/log4j2.properties"),
         ...     bootstrap="127.0.0.1:19092", controller="127.0.0.1:19093",
@@ -117,7 +117,7 @@ def format_storage(java: str, classpath: str, config_file: Path, data_dir: Path)
     Raises:
         KafkaBrokerError: The storage tool failed (the message quotes the end of its output).
 
-    Example:
+    Examples:
         >>> format_storage(java, classpath, state / "server.properties", state / "data")  # doctest: +SKIP
 
     """
@@ -138,7 +138,7 @@ def format_storage(java: str, classpath: str, config_file: Path, data_dir: Path)
 def cluster_id() -> str:
     """A Kafka cluster id: 16 random bytes, URL-safe base64 without padding, not starting with '-'.
 
-    Example:
+    Examples:
         >>> len(cluster_id())
         22
 

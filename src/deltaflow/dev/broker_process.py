@@ -3,7 +3,7 @@
 :class:`deltaflow.dev.broker.EmbeddedKafka` uses these to find the ``java`` it launches, to pick and check
 its ports, to tell whether a pid is still its broker, and to quote the broker's log in error messages.
 
-Example:
+Examples:
     >>> log_summary("SLF4J: no providers")
     'no output'
 
@@ -35,7 +35,7 @@ def find_java() -> str:
     Raises:
         SetupError: Neither ``$JAVA_HOME/bin/java`` nor a ``java`` on ``PATH`` exists.
 
-    Example:
+    Examples:
         >>> find_java()  # doctest: +SKIP
         '/usr/lib/jvm/java-17-openjdk-amd64/bin/java'
 
@@ -51,7 +51,7 @@ def find_java() -> str:
 def free_port() -> int:
     """A loopback TCP port that is free right now (the OS picks it).
 
-    Example:
+    Examples:
         >>> 0 < free_port() < 65536
         True
 
@@ -71,7 +71,7 @@ def check_port_free(port: int) -> None:
     Raises:
         KafkaBrokerError: Another process holds the port.
 
-    Example:
+    Examples:
         >>> check_port_free(free_port())
 
     """
@@ -96,7 +96,7 @@ def is_broker_process(pid: int, config_file: Path) -> bool:
         pid: The process id to look at.
         config_file: The ``server.properties`` the broker was started with.
 
-    Example:
+    Examples:
         >>> is_broker_process(os.getpid(), Path("/tmp/k/server.properties"))
         False
 
@@ -111,7 +111,7 @@ def command_line(pid: int) -> list[bytes] | None:
     A process reads an empty ``/proc/<pid>/cmdline`` for a moment while it execs (the java launcher does,
     right after start) or exits, so an empty one is read again until it fills or the process is a zombie.
 
-    Example:
+    Examples:
         >>> command_line(-1) is None
         True
 
@@ -134,7 +134,7 @@ def command_line(pid: int) -> list[bytes] | None:
 def is_zombie(pid: int) -> bool:
     """True when ``pid`` is gone, a zombie or dead (``Z``/``X`` in ``/proc/<pid>/stat``).
 
-    Example:
+    Examples:
         >>> is_zombie(os.getpid())
         False
 
@@ -149,7 +149,7 @@ def is_zombie(pid: int) -> bool:
 def log_tail(path: Path, size: int = 16_384) -> str:
     """The last ``size`` bytes of the file at ``path`` as text; empty when it cannot be read.
 
-    Example:
+    Examples:
         >>> log_tail(Path("/nonexistent/broker.log"))
         ''
 
@@ -172,7 +172,7 @@ def log_summary(text: str, lines: int = 3, width: int = 400) -> str:
         lines: How many of its last meaningful lines to keep.
         width: The longest summary returned.
 
-    Example:
+    Examples:
         >>> log_summary("starting" + chr(10) + "ERROR bind failed")
         'starting | ERROR bind failed'
 

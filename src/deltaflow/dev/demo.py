@@ -15,7 +15,7 @@ JVM), and the commands that look at what ran. Spark's own output goes to ``<stor
 
 Landing folders always live under the demo's storage folder, never in the examples folder.
 
-Example:
+Examples:
     >>> run_demo(example="orders", seconds=30, rate=500, storage=Path("deltaflow_demo"), port=19092,
     ...          stop=threading.Event(), console=Console())  # doctest: +SKIP
 
@@ -218,7 +218,7 @@ def demo_example(name: str) -> DemoExample:
     Raises:
         ArgumentError: No such example; lists the available ones.
 
-    Example:
+    Examples:
         >>> demo_example("orders").showcase.table
         'gold_daily_sales'
 

@@ -2,7 +2,7 @@
 
 Read with ``deltalake`` (no JVM).
 
-Example:
+Examples:
     >>> summary(layout, ["bronze_orders"], showcase, console, Path("examples/orders"))  # doctest: +SKIP
 
 """
@@ -70,7 +70,7 @@ def top_rows(path: str, showcase: Showcase, limit: int = TOP_ROWS) -> Table:
 
     Read with ``deltalake`` (no JVM); a window column shows as its start and end.
 
-    Example:
+    Examples:
         >>> console.print(top_rows("deltaflow_demo/tables/gold_daily_sales",
         ...                        DEMOS["orders"].showcase))  # doctest: +SKIP
 

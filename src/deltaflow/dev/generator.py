@@ -9,7 +9,7 @@ A clickstream event serialises (compact JSON) to about 250 bytes::
      "event_type":"view","event_timestamp":"2025-05-01T12:00:00.616Z","revenue":0.0,
      "session_id":"3c524465fb2f","page":"/product/p00838","user_agent":"Chrome/126 Windows"}
 
-Example:
+Examples:
     >>> import random
     >>> from datetime import datetime, timezone
     >>> event = clickstream_event(random.Random(7), datetime(2025, 5, 1, tzinfo=timezone.utc))
@@ -68,7 +68,7 @@ def clickstream_event(rng: random.Random, now: datetime) -> dict[str, Any]:
         ``event_id``, ``user_id``, ``product_id``, ``event_type``, ``event_timestamp`` (ISO-8601 UTC with
         milliseconds), ``revenue``, ``session_id``, ``page`` and ``user_agent``.
 
-    Example:
+    Examples:
         >>> e = clickstream_event(random.Random(1), datetime(2025, 5, 1, tzinfo=UTC))
         >>> e["revenue"] > 0 if e["event_type"] == "purchase" else e["revenue"] == 0.0
         True
@@ -98,7 +98,7 @@ def clickstream_event(rng: random.Random, now: datetime) -> dict[str, Any]:
 def encode_event(event: Event) -> bytes | None:
     """The Kafka value of ``event``: bytes as they are, a dict as compact UTF-8 JSON, None as a null value.
 
-    Example:
+    Examples:
         >>> encode_event({"a": 1})
         b'{"a":1}'
 
@@ -113,7 +113,7 @@ def field_key(field: str) -> KeyFn:
 
     A broken record (bytes that are not a JSON object) gets no key.
 
-    Example:
+    Examples:
         >>> field_key("customer_id")({"customer_id": "c00042"})
         'c00042'
 
@@ -200,7 +200,7 @@ def produce(
     Raises:
         SourceError: A message could not be delivered (names ``bootstrap``).
 
-    Example:
+    Examples:
         >>> rng, now = random.Random(0), datetime.now(UTC)
         >>> produce("127.0.0.1:19092", "clicks", [clickstream_event(rng, now)], user_key)  # doctest: +SKIP
         1
@@ -238,7 +238,7 @@ class EventGenerator(threading.Thread):
         produced: Events acknowledged by the broker so far.
         error: The first delivery error, or the exception that ended the thread, if any.
 
-    Example:
+    Examples:
         >>> gen = EventGenerator("127.0.0.1:19092", "clicks", rate=500, max_events=1000)  # doctest: +SKIP
         >>> gen.start(); gen.join()  # doctest: +SKIP
         >>> gen.produced  # doctest: +SKIP

@@ -5,7 +5,7 @@ version Spark's Hive client speaks) with its own state folder: an embedded Derby
 folder. A pipeline whose spec names ``metastore: {uri: thrift://127.0.0.1:9083}`` registers its tables
 there; any Spark application configured with the same URI reads them by name.
 
-Example:
+Examples:
     >>> metastore = LocalMetastore(port=9083)  # doctest: +SKIP
     >>> metastore.start()  # doctest: +SKIP
     'thrift://127.0.0.1:9083'

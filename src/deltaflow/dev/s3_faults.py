@@ -15,7 +15,7 @@ retries gets through, deterministically; ``times``: at most that many faults in 
 share of the matching requests (drawn from the rules' seeded generator, :func:`random_faults`). None of
 them: every match.
 
-Example:
+Examples:
     >>> faults = S3Faults("http://127.0.0.1:19000")  # doctest: +SKIP
     >>> faults.set([FaultRule(path=r"/_delta_log/", method="PUT", first=1)])  # doctest: +SKIP
     >>> faults.hits()  # doctest: +SKIP
@@ -69,7 +69,7 @@ def random_faults(rates: tuple[float, float, float, float, float] = DEFAULT_RATE
     Each request meets at most one fault: the rules draw one number per request, in order. The delayed
     ones wait the middle of ``delay`` and then go through.
 
-    Example:
+    Examples:
         >>> [(r.status, r.reset, r.answer_lost, r.share) for r in random_faults()][:2]
         [(503, False, False, 0.04), (500, False, False, 0.01)]
 

@@ -10,7 +10,7 @@ changes something therefore runs alone (:class:`SerialWrites`), which makes the 
 step, as on S3; reads stay concurrent. The fault tests make it fail chosen requests
 (:mod:`deltaflow.dev.s3_faults`).
 
-Example:
+Examples:
     >>> server = LocalS3(port=19000)  # doctest: +SKIP
     >>> server.start(buckets=["lake"])  # doctest: +SKIP
     'http://127.0.0.1:19000'

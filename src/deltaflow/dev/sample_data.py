@@ -8,7 +8,7 @@
 - customers_cdc (``examples/customers_cdc``): :func:`customer_changes`, a change log of inserts, updates
   and deletes as it arrives from a CDC tool: out of order, with duplicates.
 
-Example:
+Examples:
     >>> rows = customer_records(random.Random(1), datetime(2025, 5, 1, tzinfo=UTC), 2)
     >>> [r["customer_id"] for r in rows]
     ['c00000', 'c00001']
@@ -57,7 +57,7 @@ _UNKNOWN_CUSTOMER_SHARE = 0.02
 def customer_id(number: int) -> str:
     """The id of customer ``number``, as :func:`customer_records` numbers them.
 
-    Example:
+    Examples:
         >>> customer_id(42)
         'c00042'
 
@@ -80,7 +80,7 @@ def customer_update(rng: random.Random, customer: str, now: datetime) -> dict[st
         ``customer_id``, ``risk_score`` (0-1), ``account_age_days``, ``avg_transaction_amount`` and
         ``updated_at`` (ISO-8601 UTC).
 
-    Example:
+    Examples:
         >>> row = customer_update(random.Random(3), "c00007", datetime(2025, 5, 1, tzinfo=UTC))
         >>> 0 <= row["risk_score"] <= 1 and row["updated_at"]
         '2025-05-01T00:00:00.000Z'
@@ -101,7 +101,7 @@ def customer_update(rng: random.Random, customer: str, now: datetime) -> dict[st
 def customer_records(rng: random.Random, now: datetime, count: int) -> list[dict[str, Any]]:
     """The customer dimension's first rows: customers ``c00000`` .. ``customer_id(count - 1)``.
 
-    Example:
+    Examples:
         >>> rows = customer_records(random.Random(1), datetime(2025, 5, 1, tzinfo=UTC), 3)
         >>> [r["customer_id"] for r in rows]
         ['c00000', 'c00001', 'c00002']
@@ -127,7 +127,7 @@ def transaction_event(
     Returns:
         ``transaction_id``, ``customer_id``, ``amount``, ``merchant`` and ``tx_timestamp``.
 
-    Example:
+    Examples:
         >>> customers = customer_records(random.Random(1), datetime(2025, 5, 1, tzinfo=UTC), 10)
         >>> tx = transaction_event(random.Random(2), datetime(2025, 5, 1, 12, tzinfo=UTC), customers)
         >>> sorted(tx)
@@ -175,7 +175,7 @@ def order_event(rng: random.Random, now: datetime) -> dict[str, Any]:
     Returns:
         ``order_id``, ``customer_id``, ``product_category``, ``amount`` (> 0) and ``order_timestamp``.
 
-    Example:
+    Examples:
         >>> order = order_event(random.Random(5), datetime(2025, 5, 1, tzinfo=UTC))
         >>> order["amount"] > 0 and order["product_category"] in PRODUCT_CATEGORIES
         True
@@ -207,7 +207,7 @@ def order_events(
         count: How many records.
         invalid_share: Probability that a record is bad (0 for none).
 
-    Example:
+    Examples:
         >>> orders = order_events(random.Random(9), datetime(2025, 5, 1, tzinfo=UTC), 400)
         >>> valid = {o["order_id"] for o in orders if o["order_id"] and o["amount"] > 0}
         >>> len(orders), 300 < len(valid) < 400
@@ -238,7 +238,7 @@ def write_json_lines(folder: Path | str, name: str, records: Iterable[Mapping[st
     Returns:
         The file's path.
 
-    Example:
+    Examples:
         >>> import tempfile
         >>> path = write_json_lines(tempfile.mkdtemp(), "orders-1.json", [{"order_id": "o1"}])
         >>> path.read_text().splitlines()
@@ -275,7 +275,7 @@ class FileFeeder(threading.Thread):
         files: Files written so far.
         error: The exception that ended the thread, if any.
 
-    Example:
+    Examples:
         >>> feeder = FileFeeder("landing/orders", lambda rng, now: order_events(rng, now, 1000),
         ...                     prefix="orders")  # doctest: +SKIP
         >>> feeder.start(); ...; feeder.stop(); feeder.join()  # doctest: +SKIP
@@ -339,7 +339,7 @@ def customer_changes(
     each event arrives up to ``disorder`` positions early or late (so a delete may arrive before the insert
     it follows), and a share ``duplicates`` of events arrives a second time, later.
 
-    Example:
+    Examples:
         >>> log = customer_changes(50, 400, seed=1)
         >>> len(log) > 400, len({e["seq"] for e in log})  # duplicates arrive, every seq at least once
         (True, 400)
@@ -375,7 +375,7 @@ def customer_changes(
 class CustomerChangeFeed:
     """An endless :func:`customer_changes` log, one event per call: ``make_event`` for an EventGenerator.
 
-    Example:
+    Examples:
         >>> feed = CustomerChangeFeed(customers=10, chunk=50)
         >>> sorted({feed(random.Random(1), datetime.now(UTC))["op"] for _ in range(200)})
         ['DELETE', 'INSERT', 'UPDATE']

@@ -4,7 +4,7 @@ Three flows (``bronze`` from Kafka, ``silver`` with expectations, ``gold``) take
 and the events go in ``appends`` appends, as a long run's writer thread would (compacting every
 :data:`~deltaflow.runtime.event_log.COMPACT_EVERY` appends). The graph record is written too.
 
-Example:
+Examples:
     >>> write_batches(StorageLayout("/tmp/big"), batches=10_000, appends=3_334)  # doctest: +SKIP
 
 """

@@ -5,7 +5,7 @@ around the sensor's own level, ``humidity`` and ``battery_v``. About 3 % are fau
 send them: a temperature out of range (a stuck sensor's 999), a humidity over 100, a record cut short
 (not JSON), or bytes that are not UTF-8.
 
-Example:
+Examples:
     >>> reading = sensor_reading(random.Random(7), datetime(2026, 11, 23, tzinfo=UTC))
     >>> sorted(reading) if isinstance(reading, dict) else reading[:12]
     ['battery_v', 'humidity', 'sensor_id', 'temperature_c', 'ts']

@@ -1,6 +1,6 @@
 """What the local servers' commands share (``deltaflow kafka|s3|cluster start|stop|status``).
 
-Example:
+Examples:
     >>> answer_status(True, {"running": True, "port": 19000}, "s3: running")  # doctest: +SKIP
     s3: running
 

@@ -6,7 +6,7 @@ a pipeline then runs on it with ``configuration: {spark.master: spark://127.0.0.
 Python with the driver's interpreter, so on this machine deltaflow and the definitions' imports come from
 the same virtualenv (see docs/production.md for a real cluster).
 
-Example:
+Examples:
     >>> cluster = LocalSparkCluster(port=7077, workers=2)  # doctest: +SKIP
     >>> cluster.start()  # doctest: +SKIP
     'spark://127.0.0.1:7077'

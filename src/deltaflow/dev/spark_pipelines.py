@@ -6,7 +6,7 @@ Connect server inside) with deltaflow's jars and Spark settings, its tables in D
 (``spark.sql.sources.default``) registered in a Hive metastore on embedded Derby under ``work`` (with
 Spark's in-memory catalog a second run cannot find its own tables), in the warehouse ``work/warehouse``.
 
-Example:
+Examples:
     >>> done = run_spark_pipelines(Path("hello/spark-pipeline.yml"), Path("/tmp/sdp"))  # doctest: +SKIP
     >>> spark_pipelines_table(Path("/tmp/sdp"), "example_sql_materialized_view")  # doctest: +SKIP
     '/tmp/sdp/warehouse/example_sql_materialized_view'

@@ -3,7 +3,7 @@
 Every client made here is silenced (``log_level`` 0): librdkafka would otherwise print a line to stderr
 for each failed connection attempt, and the user should see only deltaflow's one-line error.
 
-Example:
+Examples:
     >>> from deltaflow.dev.topics import create_topic
     >>> create_topic("127.0.0.1:19092", "clicks", partitions=3)  # doctest: +SKIP
 
@@ -40,7 +40,7 @@ def admin_client(bootstrap: str, timeout: float = 5) -> AdminClient:
         bootstrap: ``host:port`` of the broker.
         timeout: Default request timeout in seconds.
 
-    Example:
+    Examples:
         >>> admin = admin_client("127.0.0.1:19092")  # doctest: +SKIP
         >>> sorted(admin.list_topics(timeout=5).topics)  # doctest: +SKIP
         ['__deltaflow_ready', 'clicks']
@@ -77,7 +77,7 @@ def try_create_topic(admin: AdminClient, topic: str, partitions: int = 1, timeou
     Raises:
         KafkaException: The broker refused the topic for another reason than that it already exists.
 
-    Example:
+    Examples:
         >>> try_create_topic(admin_client("127.0.0.1:19092"), "clicks", 3)  # doctest: +SKIP
         True
 
@@ -113,7 +113,7 @@ def create_topic(bootstrap: str, topic: str, partitions: int = 1, timeout: float
     Raises:
         SourceError: The broker refused the topic or did not answer within ``timeout``.
 
-    Example:
+    Examples:
         >>> create_topic("127.0.0.1:19092", "clicks", partitions=3)  # doctest: +SKIP
 
     """

@@ -11,7 +11,7 @@ batch's offsets (``offsets/N`` of the checkpoint, where ``commits/N`` exists) ar
 A source that cannot be asked (broker unreachable, table gone) is left out, so the figure is ``None``
 rather than a guess. File sources are not counted.
 
-Example:
+Examples:
     >>> probe = BacklogProbe(layout, spec.kafka)  # doctest: +SKIP
     >>> probe.measure({"bronze_clicks": ("bronze_clicks", ["DeltaSource[file:/x]"])})  # doctest: +SKIP
     {'bronze_clicks': Backlog(kafka_offsets=1200, delta_versions=None)}

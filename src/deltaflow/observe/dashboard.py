@@ -8,7 +8,7 @@ quality per table; the run history; the last errors with their definition's ``fi
 The event log is read again only when its version changed; backlogs are measured at most every
 :data:`BACKLOG_SECONDS`; table facts are kept per table version (:mod:`deltaflow.observe.table_facts`).
 
-Example:
+Examples:
     >>> board = Dashboard(spec, layout)  # doctest: +SKIP
     >>> state = board.state()  # doctest: +SKIP
     >>> [f["flow"] for f in state["flows"]]  # doctest: +SKIP

@@ -5,7 +5,7 @@ maybe on another machine) reads what the last run resolved: ``StorageLayout.grap
 ``deltaflow graph --format json`` plus the pipeline's name and the run's trigger. It holds names, kinds,
 definition locations and source labels (``kafka:clicks``, ``files:/landing``), never a spec value.
 
-Example:
+Examples:
     >>> record = read_graph_record(layout)  # doctest: +SKIP
     >>> [d["dataset"] for d in record["datasets"]]  # doctest: +SKIP
     ['bronze_clicks', 'silver_clicks', 'gold_hourly']
@@ -50,7 +50,7 @@ def read_graph_record(layout: StorageLayout) -> dict[str, Any] | None:
 def flow_locations(record: Mapping[str, Any] | None) -> dict[str, tuple[str, str]]:
     """Each flow's dataset and definition ``file:line``, from a graph record.
 
-    Example:
+    Examples:
         >>> flow_locations({"datasets": [{"dataset": "b", "flows": [{"flow": "b", "location": "b.py:3"}]}]})
         {'b': ('b', 'b.py:3')}
 
@@ -65,7 +65,7 @@ def layered(record: Mapping[str, Any]) -> tuple[list[dict[str, Any]], list[dict[
     Outside sources (``kafka:clicks``) are nodes of kind ``source`` in column 0; a table whose flows
     quarantine rows has its quarantine table (kind ``quarantine``) in the column after it.
 
-    Example:
+    Examples:
         >>> nodes, edges = layered({"datasets": [
         ...     {"dataset": "b", "kind": "table", "flows": [{"flow": "b", "sources": ["kafka:t"]}]},
         ...     {"dataset": "s", "kind": "table", "flows": [{"flow": "s", "inputs": {"b": "stream"}}]}]})

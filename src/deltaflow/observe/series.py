@@ -5,7 +5,7 @@ each bucket (at least :data:`MIN_BUCKET_SECONDS`, at most :data:`MAX_POINTS` of 
 the batches that ended in it and divides by the bucket's length (input) or by the time spent in batches
 (processed).
 
-Example:
+Examples:
     >>> from datetime import UTC, datetime
     >>> t = datetime(2026, 1, 1, tzinfo=UTC)
     >>> b = [{"end_time": t, "input_rows": 50, "duration_ms": 500, "kafka_offsets_behind": 3,
@@ -34,7 +34,7 @@ _NICE = (5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 21600, 43200, 
 def bucket_seconds(span: float) -> float:
     """The bucket length for a history of ``span`` seconds: a round figure giving at most MAX_POINTS.
 
-    Example:
+    Examples:
         >>> bucket_seconds(60), bucket_seconds(3_600), bucket_seconds(86_400)
         (5.0, 30.0, 600.0)
 

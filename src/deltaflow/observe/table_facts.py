@@ -4,7 +4,7 @@ Reading a table's file list and history costs milliseconds each, so :class:`Tabl
 per table version and looks for a new version at most every :data:`REFRESH_SECONDS`; quarantine reports
 are kept the same way.
 
-Example:
+Examples:
     >>> facts = TableFacts(layout)  # doctest: +SKIP
     >>> facts.table("bronze_clicks")  # doctest: +SKIP
     {'table': 'bronze_clicks', 'version': 41, 'files': 42, 'rows': 120345, 'last_optimize': None, ...}

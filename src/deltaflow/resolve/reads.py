@@ -3,7 +3,7 @@
 Spark ignores a misspelt source option silently; deltaflow knows Delta's options and names the one that
 is not among them, at the line of the read.
 
-Example:
+Examples:
     >>> check_options({"maxFilesPerTrigger": 1}, DELTA_STREAM_OPTIONS, "bronze", "defs.py:3")
     >>> check_options({"maxFilesPerTriger": 1}, DELTA_STREAM_OPTIONS, "bronze", "defs.py:3")
     Traceback (most recent call last):

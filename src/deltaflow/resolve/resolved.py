@@ -1,6 +1,6 @@
 """What resolution learns about a pipeline, and the questions the runner and the sinks ask of it.
 
-Example:
+Examples:
     >>> resolved.flows["silver_clicks"].inputs  # doctest: +SKIP
     {'bronze_clicks': 'stream'}
     >>> resolved.order()  # doctest: +SKIP

@@ -6,7 +6,7 @@ which resolves the dataset read first (depth first, so a cycle is caught where i
 edge, and returns a DataFrame over the dataset's Delta table. When only analysing (``deltaflow dry-run``)
 tables are never created: reads return empty DataFrames of the right schema, and nothing is written.
 
-Example:
+Examples:
     >>> resolved = Resolver(graph, context, analyze_only=True).resolve()  # doctest: +SKIP
     >>> resolved.flows["silver_clicks"].inputs
     {'bronze_clicks': 'stream'}

@@ -5,7 +5,7 @@ A flow's inputs are only known once its function runs. The reads inside it (``dp
 what they read. This module is the one owner of that state; sources import it, never the resolver, so
 ``import deltaflow`` loads no resolver and there is no import cycle.
 
-Example:
+Examples:
     >>> with resolving(resolver):  # doctest: +SKIP
     ...     df = flow.func()        # reads inside call active_resolver().read(...)
 

@@ -16,7 +16,7 @@ A run decides once, before it starts a flow:
 
 ``DELTAFLOW_CARRY=0`` runs every flow in a query of its own (a carrier recorded before leaves, as above).
 
-Example:
+Examples:
     >>> plan = plan_carries(resolver, layout, selected, set(), run.trigger_of)  # doctest: +SKIP
     >>> plan.carriers  # doctest: +SKIP
     {'bronze_clicks': ['silver_clicks']}

@@ -14,7 +14,7 @@ id, which names its writes in the tables). Before a flow starts, :func:`repair_c
   saw run the flow, whose writes the table's transaction record holds) and the file written back;
   otherwise an error naming the file.
 
-Example:
+Examples:
     >>> repair_checkpoint(layout, checkpoint, layout.table("silver"))  # doctest: +SKIP
     ["flow 'silver': removed the unreadable commits/7; batch 7 runs again and Delta skips what it wrote"]
 
@@ -37,7 +37,7 @@ _VERSION = re.compile(r"^v\d+$")
 def readable(text: str | None, lines_after_version: int) -> bool:
     r"""Whether a log entry is whole: a version line, then at least so many lines, each ``-`` or JSON.
 
-    Example:
+    Examples:
         >>> readable('v1\n{"a": 1}', 1), readable('v1\n{"a": ', 1), readable("garbage", 1)
         (True, False, False)
 

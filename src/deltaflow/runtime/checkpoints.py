@@ -3,7 +3,7 @@
 Where each checkpoint lives (``<storage>/_checkpoints/<dataset>/<flow>/<generation>``) is the storage
 layout's business (:class:`~deltaflow.storage.layout.StorageLayout`); a user never writes one.
 
-Example:
+Examples:
     >>> clear_interrupted_writes(layout.fs, layout.checkpoint("silver", "silver"))  # doctest: +SKIP
     []
 
@@ -48,7 +48,7 @@ def clear_interrupted_writes(fs: FileSystem, checkpoint: FlowCheckpoint | str) -
 def unfinished_batch(fs: FileSystem, checkpoint: FlowCheckpoint) -> int | None:
     """The batch a query restarted on ``checkpoint`` runs first again: planned, not committed (or None).
 
-    Example:
+    Examples:
         >>> unfinished_batch(layout.fs, layout.checkpoint("gold", "gold"))  # doctest: +SKIP
         7
 

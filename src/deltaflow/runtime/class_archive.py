@@ -11,7 +11,7 @@ was recorded with), so its file name is a hash of the ``java``, the pyspark inst
 jars; after an upgrade or in another virtualenv the old one is simply not found (``deltaflow setup`` builds
 the new one), and a JVM that cannot use an archive anyway starts without it (``-Xshare:auto``).
 
-Example:
+Examples:
     >>> from deltaflow.runtime.class_archive import java_options
     >>> java_options()  # doctest: +SKIP
     '-XX:SharedArchiveFile=/root/.cache/deltaflow/jvm/3f2a....jsa -Xshare:auto -Xlog:cds=off ...'

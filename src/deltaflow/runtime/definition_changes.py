@@ -11,7 +11,7 @@ Each run records every dataset's definition fingerprint (:mod:`deltaflow.fingerp
 A run that runs only part of the pipeline (``--refresh``) records only the datasets it ran: a change to
 another stays to be applied. With nothing recorded (a first run) nothing counts as changed.
 
-Example:
+Examples:
     >>> changes = DefinitionChanges.since_last_run(layout, graph, spec)  # doctest: +SKIP
     >>> changes.changed  # doctest: +SKIP
     ['gold_actions']
@@ -57,7 +57,7 @@ def read_definitions_record(layout: StorageLayout) -> dict[str, Any] | None:
 def planned_messages(layout: StorageLayout, graph: PipelineGraph, spec: Spec) -> list[str]:
     """What the next run will say of changed definitions (``dry-run``); nothing if the storage is unreadable.
 
-    Example:
+    Examples:
         >>> planned_messages(layout, graph, spec)  # doctest: +SKIP
         ['gold_actions: definition changed: the next run rebuilds it in full']
 
@@ -88,7 +88,7 @@ class DefinitionChanges:
         recorded_kinds: The kinds recorded (for datasets since removed).
         written_at: When the record was written (ISO 8601), or None.
 
-    Example:
+    Examples:
         >>> DefinitionChanges({"a": "1", "b": "2"}, {"a": "table", "b": "table"}, {"a": "0"}).state("a")
         'changed'
 

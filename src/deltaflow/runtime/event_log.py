@@ -10,7 +10,7 @@ each append carries the run's id and its number as a Delta transaction, so an ap
 lost is found in the log and not written twice. A log that stays unwritable for
 :data:`PATIENCE_SECONDS` stops the run (:attr:`EventLog.failing`).
 
-Example:
+Examples:
     >>> log = EventLog(layout.event_log, pipeline="clickstream")  # doctest: +SKIP
     >>> log.add(end_event("clickstream", log.run_id, "bronze", "completed", None))  # doctest: +SKIP
     >>> log.close()  # doctest: +SKIP
@@ -94,7 +94,7 @@ def delta_versions_behind(sources: Iterable[Mapping[str, Any]],
     counts as unread, since it may have been read in part. ``opened``: the tables opened by earlier calls,
     brought up to date by reading only their new commits (opening one reads its log from its checkpoint).
 
-    Example:
+    Examples:
         >>> delta_versions_behind([{"description": "KafkaV2[Subscribe[clicks]]"}]) is None
         True
 
@@ -133,7 +133,7 @@ def _metric_sum(sources: Iterable[Mapping[str, Any]], name: str) -> int | None:
 def batch_event(pipeline: str, run_id: str, progress: Mapping[str, Any]) -> BatchEvent:
     """The event of one query progress, given as Spark's progress JSON (``StreamingQueryProgress.json``).
 
-    Example:
+    Examples:
         >>> event = batch_event("p", "r", {"name": "bronze", "id": "q", "batchId": 3,
         ...     "timestamp": "2026-11-21T10:00:00.000Z", "numInputRows": 10, "durationMs":
         ...     {"triggerExecution": 500}, "sources": [{"description": "KafkaV2[Subscribe[clicks]]",
@@ -168,7 +168,7 @@ def batch_event(pipeline: str, run_id: str, progress: Mapping[str, Any]) -> Batc
 def with_input_rows(event: BatchEvent, rows: int) -> BatchEvent:
     """``event`` with ``rows`` read (its rates scaled alike): a carrier's batch as each of its flows read it.
 
-    Example:
+    Examples:
         >>> with_input_rows(batch_event("p", "r", {"name": "bronze", "id": "q", "batchId": 0,
         ...     "numInputRows": 8, "timestamp": "2026-11-26T10:00:00.000Z"}), 4).input_rows
         4

@@ -7,7 +7,7 @@ carried flow failing in its carrier's query, or a full refresh failing (:func:`r
 running (a continuous run starts its flows at once) goes on: it reads only committed Delta versions. The
 run's :class:`~deltaflow.errors.FlowError` names the failed flows and the skipped ones.
 
-Example:
+Examples:
     >>> outcomes = [FlowOutcome("silver", "defs.py:9", "failed", "boom"),
     ...             skipped("gold", "defs.py:20", "silver")]
     >>> outcomes[1].error

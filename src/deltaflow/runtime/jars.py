@@ -13,7 +13,7 @@ Two groups, each described by a Maven POM shipped in ``runtime/jvm/``:
 ``deltaflow setup`` (run by ``make setup``) calls :func:`resolve_jars`; nothing is downloaded at run time.
 The cache lives in ``$DELTAFLOW_HOME/jars`` (default ``~/.cache/deltaflow/jars``).
 
-Example:
+Examples:
     >>> from deltaflow.runtime.jars import jar_dir
     >>> jar_dir("spark").name
     'spark'
@@ -128,7 +128,7 @@ def resolve_jars(force: bool = False, log: Callable[[str], None] = print) -> Non
 def driver_class_path() -> Path:
     """The jar of deltaflow's classes that go on the driver's class path, not in ``spark.jars``.
 
-    Example:
+    Examples:
         >>> driver_class_path().name
         'deltaflow-local-fs.jar'
 

@@ -8,7 +8,7 @@ naming the class whole, takes no round trip (then one per member used, 0.1 ms). 
 run's driver, 5 % of its CPU samples were such failed lookups (``docs/benchmarks.md`` §
 profile_pipeline.py).
 
-Example:
+Examples:
     >>> java_class(spark, "org.apache.spark.sql.delta.DeltaLog").forTable(spark._jsparkSession, path)
     ... # doctest: +SKIP
 
@@ -29,7 +29,7 @@ _ROOTS = ("org", "io", "java", "scala", "py4j", "sun")
 def java_class(spark: SparkSession, name: str) -> Any:
     """The JVM class ``name`` (its full name; ``Outer$Inner`` for a nested one), with no round trip.
 
-    Example:
+    Examples:
         >>> java_class(spark, "java.util.HashMap")()  # doctest: +SKIP
         JavaObject id=o42
 

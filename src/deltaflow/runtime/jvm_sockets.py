@@ -12,7 +12,7 @@ of every function the JVM calls back (a foreachBatch function, the listener), wh
 opened on its own thread (a stream's, the listener bus's): inside a foreachBatch function, the string of
 8,200 characters took 48 ms on the connection as py4j opened it, 0.7 ms with the option.
 
-Example:
+Examples:
     >>> from deltaflow.runtime.jvm_sockets import no_delay
     >>> no_delay()  # doctest: +SKIP
 

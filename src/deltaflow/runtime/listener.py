@@ -1,6 +1,6 @@
 """The Spark listener that feeds the event log: each query progress, as one JSON string, to an EventLog.
 
-Example:
+Examples:
     >>> spark.streams.addListener(event_log_listener(log, on_progress=print))  # doctest: +SKIP
 
 """

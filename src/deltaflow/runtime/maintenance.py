@@ -9,7 +9,7 @@ job runs at a time, on its own thread, in the run's SparkSession; the flows keep
 that loses to the compaction is retried, see :mod:`deltaflow.sinks.conflicts`). A job that fails is
 reported and the run goes on: upkeep never stops the data.
 
-Example:
+Examples:
     >>> maintainer = Maintainer(resolver, print)  # doctest: +SKIP
     >>> maintainer.written("bronze")  # doctest: +SKIP
     >>> maintainer.tick()  # starts a compaction of bronze once it is due  # doctest: +SKIP

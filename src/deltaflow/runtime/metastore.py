@@ -13,7 +13,7 @@ registration stays true across full refreshes, rewinds and schema changes withou
 A name already registered at another place belongs to another pipeline (or to someone's own table): a run
 refuses it before writing anything, in one line naming the table and both places.
 
-Example:
+Examples:
     >>> registry = TableRegistry(spark, spec, layout)  # doctest: +SKIP
     >>> registry.check(["bronze_events", "gold_actions"])  # doctest: +SKIP
     >>> registry.register(["bronze_events", "gold_actions"])  # doctest: +SKIP
@@ -43,7 +43,7 @@ def metastore_conf(spec: Spec, layout: StorageLayout) -> dict[str, str]:
     Raises:
         ConfigError: An embedded metastore over storage that is not on the local disk.
 
-    Example:
+    Examples:
         >>> metastore_conf(spec, layout)["spark.sql.catalogImplementation"]  # doctest: +SKIP
         'hive'
 

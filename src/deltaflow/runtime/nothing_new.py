@@ -20,7 +20,7 @@ to read little starts a JVM that compiles for a quick start rather than for a lo
 (:data:`~deltaflow.runtime.session.SMALL_RUN_JIT`); one whose input is not known (a first run, an internal
 table with versions unread) keeps Java's default.
 
-Example:
+Examples:
     >>> reason_to_start(spec, layout, graph, flows, fingerprint)  # doctest: +SKIP
     "flow 'bronze_orders': 1 new file(s) in /data/landing/orders"
     >>> new_input(spec, layout, graph, flows, fingerprint).small  # doctest: +SKIP
@@ -70,7 +70,7 @@ class NewInput:
         file_bytes: Bytes in new files of its file sources (None: unknown).
         kafka_records: New records of its Kafka sources (None: unknown).
 
-    Example:
+    Examples:
         >>> NewInput("flow 'bronze': 2 new file(s) in /landing", 3_000_000, 0).small
         True
 

@@ -1,6 +1,6 @@
 """What a run reports: each committed micro-batch of a flow, and how each flow ended.
 
-Example:
+Examples:
     >>> FlowOutcome("silver", "defs.py:9", "completed").state
     'completed'
 
@@ -64,7 +64,7 @@ class BatchProgress:
     def of_refresh(cls, flow: str, duration_ms: int, refresh: Mapping[str, Any]) -> BatchProgress:
         """A view's refresh outside any query (a view without pipeline inputs): no batch id, no rows read.
 
-        Example:
+        Examples:
             >>> BatchProgress.of_refresh("sizes", 120, {"mode": "full", "rows_written": 3}).refresh
             {'mode': 'full', 'rows_written': 3}
 

@@ -9,7 +9,7 @@ The refresh is recorded (the generations it moves to, see
 :meth:`~deltaflow.storage.layout.StorageLayout.refresh_record`) before anything changes, and that record
 is removed only once the table has been replaced; a run that finds it (after a crash) finishes the refresh.
 
-Example:
+Examples:
     >>> FullRefresh(layout, "silver_clicks").request({"silver_clicks": 1})  # doctest: +SKIP
 
 """

@@ -8,7 +8,7 @@ error's stack trace (Python's, with the JVM's inside it) is appended to the file
 with ``the full error is in <file>``; an error deltaflow did not expect becomes a one-line
 :class:`~deltaflow.errors.InternalError` the same way, never a traceback on the terminal.
 
-Example:
+Examples:
     >>> with run_log(pipeline.layout, pipeline.name):  # doctest: +SKIP
     ...     pipeline.run("available_now")
 
@@ -45,7 +45,7 @@ def log_folder(layout: StorageLayout, pipeline: str, outside: bool = False) -> P
 
     ``outside``: in deltaflow's home, not the storage, for a verb that writes nothing there (``dry-run``).
 
-    Example:
+    Examples:
         >>> from deltaflow.storage import StorageLayout
         >>> str(log_folder(StorageLayout("/data/pipe"), "shop"))
         '/data/pipe/_logs'

@@ -1,6 +1,6 @@
 """What a run updates and what it rebuilds from scratch (``--refresh``, ``--full-refresh``).
 
-Example:
+Examples:
     >>> RunPlan(full_refresh=frozenset({"silver"})).full_refresh_all
     False
 

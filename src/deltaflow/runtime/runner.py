@@ -8,7 +8,7 @@ start at once. A stop request (Ctrl-C, SIGTERM) lets each flow finish the batch 
 
 Build it through the facade, :meth:`deltaflow.pipeline.Pipeline.start` / ``run``.
 
-Example:
+Examples:
     >>> run = PipelineRun(context, graph, Trigger("available_now"))  # doctest: +SKIP
     >>> run.start()  # doctest: +SKIP
     >>> outcomes = run.finish(threading.Event())  # doctest: +SKIP

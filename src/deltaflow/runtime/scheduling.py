@@ -9,7 +9,7 @@ pending tasks take the next free core, ingest takes what is left. Only the order
 what a batch reads or writes. A session started with another scheduler mode or allocation file (the
 spec's ``configuration``) keeps it, and its queries start in no deltaflow pool.
 
-Example:
+Examples:
     >>> with scheduler_pool(spark, 2):  # doctest: +SKIP
     ...     query = df.writeStream.foreachBatch(write).start()  # its batches' jobs run in pool depth 2
 
@@ -39,7 +39,7 @@ def flow_depths(resolved: ResolvedGraph) -> dict[str, int]:
 
     A dataset's depth is the deepest of the flows into it.
 
-    Example:
+    Examples:
         >>> flow_depths(resolver)  # doctest: +SKIP
         {'bronze': 0, 'silver': 1, 'gold': 2}
 

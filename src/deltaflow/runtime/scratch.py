@@ -11,7 +11,7 @@ So each driver gets a folder of its own, ``<tempdir>/deltaflow-scratch-<uid>/<pi
 lock however the process ends. Each new driver first deletes the folders whose lock is free. A
 ``-Djava.io.tmpdir`` of the spec's own ``spark.driver.extraJavaOptions`` is left alone.
 
-Example:
+Examples:
     >>> conf = with_scratch({"spark.driver.extraJavaOptions": "-Xss16m"})  # doctest: +SKIP
     >>> conf["spark.driver.extraJavaOptions"]  # doctest: +SKIP
     '-Xss16m -Djava.io.tmpdir=/tmp/deltaflow-scratch-1000/4242-k2j1x9'

@@ -8,7 +8,7 @@ S3A jars from deltaflow's cache, S3A pointed at the spec's ``s3:``, driver loggi
 ``$DELTAFLOW_SPARK_LOG`` set (a command's run log, :mod:`deltaflow.runtime.run_log`), everything the JVM
 prints goes to that file instead of the terminal.
 
-Example:
+Examples:
     >>> spark = build_session(spec)  # doctest: +SKIP
     >>> spark.conf.get("spark.sql.shuffle.partitions")
     '2'
@@ -73,7 +73,7 @@ def driver_memory(total_bytes: int | None = None) -> str:
     batches, compaction and VACUUM all share its heap. A 2 GiB heap ran out within an hour in a continuous
     clickstream run at half its sustainable rate (``make endurance``), during a compaction.
 
-    Example:
+    Examples:
         >>> driver_memory(24 * 2**30), driver_memory(4 * 2**30), driver_memory(64 * 2**30)
         ('6g', '2g', '8g')
 
@@ -151,7 +151,7 @@ def in_process_local_files(conf: dict[str, str]) -> dict[str, str]:
     executors would not have it there, so only a local master (``local[N]``) gets the swap. The spec's own
     settings of these keys win.
 
-    Example:
+    Examples:
         >>> in_process_local_files({"spark.master": "local[2]"})["spark.hadoop.fs.file.impl"]
         'io.deltaflow.storage.InProcessLocalFileSystem'
 
@@ -258,7 +258,7 @@ def keep_jvm_from_sigterm(spark: SparkSession) -> None:
     into a crash. pyspark already has the JVM ignore SIGINT for the same reason; SIGKILL still ends it (a
     crash stays a crash), and it exits by itself when this process is gone (its stdin closes).
 
-    Example:
+    Examples:
         >>> keep_jvm_from_sigterm(spark)  # doctest: +SKIP
 
     """
@@ -273,7 +273,7 @@ def kill_driver_jvm() -> None:
     JVM that is killed prints nothing, where one stopped under running queries prints a stack trace for
     each of them.
 
-    Example:
+    Examples:
         >>> kill_driver_jvm()  # doctest: +SKIP
 
     """
@@ -291,7 +291,7 @@ def kill_driver_jvm() -> None:
 def session_settings(spark: SparkSession, settings: Mapping[str, str]) -> Iterator[None]:
     """Set ``settings`` on ``spark``'s session for this block, then give each key its former value back.
 
-    Example:
+    Examples:
         >>> with session_settings(spark, {"spark.sql.shuffle.partitions": "4"}):  # doctest: +SKIP
         ...     spark.sql("VACUUM ...").collect()
 

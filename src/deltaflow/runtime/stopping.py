@@ -1,6 +1,6 @@
 """Stopping streaming queries between batches, so that a stop never leaves a batch half-written.
 
-Example:
+Examples:
     >>> stop_between_batches({}, grace_seconds=1.0)
 
 """

@@ -9,7 +9,7 @@ Spark (deltalake may lack a feature Spark has). A table read is one that exists,
 not ask Delta to create; what it holds of its properties (:func:`deltaflow.properties.table_settings`) is
 kept, so that the run sets the declared ones it lacks without reading the table again.
 
-Example:
+Examples:
     >>> sorted(check_tables(layout, ["bronze", "silver"], print))  # doctest: +SKIP
     ['bronze', 'silver']
 

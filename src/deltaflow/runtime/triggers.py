@@ -1,6 +1,6 @@
 """When flows run: process what is available and stop, run continuously, or run one batch.
 
-Example:
+Examples:
     >>> Trigger("continuous", "5 seconds").describe()
     'continuous, every 5 seconds'
 

@@ -1,6 +1,6 @@
 """The notes deltaflow gives where it runs an SDP definition differently (one wording, Python or SQL).
 
-Example:
+Examples:
     >>> table_notes("sales", "parquet", ("region",))[0]
     "'sales' is stored as a Delta table, not parquet"
 

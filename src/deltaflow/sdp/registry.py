@@ -7,7 +7,7 @@ them to the active ``GraphElementRegistry``. While deltaflow loads the files, th
 :class:`~deltaflow.graph.Flow`. Every argument is honoured, or (where it has no meaning here) kept as a
 note naming its file and line (:attr:`PipelineGraph.notes`), never silently dropped.
 
-Example:
+Examples:
     >>> with sdp_registration(graph):  # doctest: +SKIP
     ...     runpy.run_path("transformations/orders.py")  # 'from pyspark import pipelines as dp'
 
@@ -49,7 +49,7 @@ def _where(location: Any) -> SourceLocation:
 def column_sql(column: Any) -> str:
     """The SQL text of a column given to SDP: a name, ``expr("...")``, ``col("...")``.
 
-    Example:
+    Examples:
         >>> column_sql("ts")
         'ts'
 
@@ -151,7 +151,7 @@ def create_auto_cdc_flow(
     are honoured; columns may be names or ``F.col``/``F.expr``, as SDP takes them. See
     :func:`deltaflow.create_auto_cdc_flow`.
 
-    Example:
+    Examples:
         >>> dp.create_auto_cdc_flow(target="customers", source="events", keys=["id"],  # doctest: +SKIP
         ...                         sequence_by="ts", stored_as_scd_type=2)
 

@@ -11,7 +11,7 @@ a ``catalog`` and a ``database`` (or ``schema``). deltaflow's keys may sit besid
   by its path under ``storage`` only. ``catalog`` is Spark's session catalog (the metastore): any other
   name gets a note.
 
-Example:
+Examples:
     >>> data, notes = sdp_keys({"name": "p", "storage": "file:///tmp/s",
     ...                         "libraries": [{"glob": {"include": "transformations/**"}}]}, "p.yml")
     >>> data["storage"], data["libraries"]

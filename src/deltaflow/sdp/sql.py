@@ -16,7 +16,7 @@ kept as text, for Spark to parse when the flow runs (``STREAM(t)`` / ``STREAM t`
 stream); each definition knows the file line of its statement and of its query, so Spark's errors point
 into the file. Parsing needs no Spark.
 
-Example:
+Examples:
     >>> [d.kind for d in parse_sql("CREATE MATERIALIZED VIEW v AS SELECT 1 AS x", "v.sql")]
     ['materialized_view']
 

@@ -14,7 +14,7 @@ After ``AUTO CDC INTO target`` come its clauses, in any order::
 
 Each becomes the argument of the same name of :func:`deltaflow.create_auto_cdc_flow`.
 
-Example:
+Examples:
     >>> [d.cdc.keys for d in parse_sql("CREATE FLOW f AS AUTO CDC INTO t FROM STREAM(s) KEYS (id) "
     ...                                "SEQUENCE BY ts", "f.sql")]  # doctest: +SKIP
     [('id',)]

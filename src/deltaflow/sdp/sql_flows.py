@@ -4,7 +4,7 @@ Each query runs through :func:`deltaflow.sources.sql.pipeline_sql` when its flow
 the pipeline's datasets by name; a dataset's constraints become its flow's expectations (``EXPECT``
 counts, ``DROP ROW`` drops, ``FAIL UPDATE`` stops the flow).
 
-Example:
+Examples:
     >>> sql = Path("transformations/gold.sql").read_text()  # doctest: +SKIP
     >>> register_sql_file(graph, sql, Path("transformations/gold.sql"))  # doctest: +SKIP
 

@@ -7,7 +7,7 @@ nothing. The check reads the table's checksum rather than replaying its state
 table's schema batch by batch. The table exists before the first batch (see
 :mod:`deltaflow.sinks.tables`), so readers and downstream flows see a table as soon as the pipeline starts.
 
-Example:
+Examples:
     >>> query = start_append(df, name="bronze", path=layout.table("bronze"), layout=layout,  # doctest: +SKIP
     ...                      checkpoint=layout.checkpoint("bronze", "bronze"), trigger=Trigger("once"))
 

@@ -27,7 +27,7 @@ of *U*'s query when a verb needs it alone); and both start fresh (no batch commi
 stops qualifying, or that a verb needs alone, goes on alone from where its table stands, nothing rebuilt.
 :func:`carrier_of` says why a flow is not carried; ``deltaflow graph`` shows it.
 
-Example:
+Examples:
     >>> carrier_of(resolver, "silver_clicks")  # doctest: +SKIP
     ('bronze_clicks', None)
 

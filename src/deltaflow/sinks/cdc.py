@@ -20,7 +20,7 @@ and without the pair: a replay may append them twice, which no reader can tell a
 the tombstones its first attempt appended; what it computes from them is not written, since its MERGE,
 committed before them, is skipped.
 
-Example:
+Examples:
     >>> writer = AutoCdcWriter(flow, target_path, checkpoint.tombstones, 172800)  # doctest: +SKIP
     >>> query = start_foreach_batch(df, name=flow.name, handler=writer.apply, ...)  # doctest: +SKIP
 

@@ -7,7 +7,7 @@ place in history, a delete closes the current version. The stored versions of th
 them. Into a large target with deletion vectors, the MERGE's condition also lists the batch's key hashes
 (:mod:`deltaflow.sinks.merge_keys`), so its second pass shuffles only about the batch's rows.
 
-Example:
+Examples:
     >>> merge_history(events, path=target, cdc=cdc, kept=kept, tombstones=buried)  # doctest: +SKIP
 
 """

@@ -3,7 +3,7 @@
 Checked when the graph is resolved (the target's schema, before any query starts) and used by the
 flow's writer (:mod:`deltaflow.sinks.cdc`).
 
-Example:
+Examples:
     >>> target_schema(flow, events.schema).names  # doctest: +SKIP
     ['id', 'name', 'city', 'balance', 'seq']
 
@@ -34,7 +34,7 @@ DEFAULT_TOMBSTONE_SECONDS = 2 * 24 * 3600
 def sequence_of(cdc: AutoCdc, alias: str) -> str:
     """A row's sequence as SQL, ``alias`` naming its table: the column, or a struct of the columns.
 
-    Example:
+    Examples:
         >>> sequence_of(cdc, "t")  # doctest: +SKIP
         't.`seq`'
 
@@ -52,7 +52,7 @@ def tombstone_retention(flow: Flow, properties: Mapping[str, str]) -> int:
     Raises:
         ConfigError: The property is not a whole number of seconds.
 
-    Example:
+    Examples:
         >>> tombstone_retention(flow, {TOMBSTONE_RETENTION: "3600"})  # doctest: +SKIP
         3600
 

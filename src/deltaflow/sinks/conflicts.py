@@ -6,7 +6,7 @@ whose files a MERGE just replaced. Each deltaflow write is idempotent (its micro
 ``txnVersion``, see :mod:`deltaflow.sinks.idempotent`), so the loser is simply run again on the new
 snapshot: what it already committed is skipped, the rest is written once.
 
-Example:
+Examples:
     >>> compact = lambda: builder.executeCompaction().collect()  # doctest: +SKIP
     >>> metrics = retry_conflicts(compact, "optimize 'silver'")  # doctest: +SKIP
 

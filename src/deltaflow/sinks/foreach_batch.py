@@ -6,7 +6,7 @@ function runs, the batch's session gets the flow's ``txnAppId`` / ``txnVersion``
 whichever tables it writes. A batch whose commit loses to a concurrent one (a compaction running beside
 the pipeline) is run again on the new snapshot (:mod:`deltaflow.sinks.conflicts`).
 
-Example:
+Examples:
     >>> query = start_foreach_batch(  # doctest: +SKIP
     ...     df, name="to_both", handler=two_locations, layout=layout, checkpoint=checkpoint,
     ...     trigger=Trigger("available_now"))
@@ -69,7 +69,7 @@ def read_if_replayed(batch: DataFrame, replayed: bool) -> Iterator[DataFrame]:
     Spark wants its stateful operators run again (it checks), and the run reports the rows a batch read
     (Spark counts the rows it scans).
 
-    Example:
+    Examples:
         >>> with read_if_replayed(batch, batch_id == replay) as batch:  # doctest: +SKIP
         ...     batch.write.format("delta").mode("append").save(path)
 

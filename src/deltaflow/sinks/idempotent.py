@@ -12,7 +12,7 @@ a clone of the session it was started from, so concurrent flows never see each o
 setting covers every kind of Delta write (``DataFrameWriter``, ``DeltaTable.merge``, SQL DML). This is
 the one way deltaflow stamps its writes: appends, views, auto CDC, foreach-batch sinks, replays.
 
-Example:
+Examples:
     >>> app_id = flow_app_id(layout, layout.checkpoint("customers", "customers"))  # doctest: +SKIP
     >>> with idempotent_writes(batch_df.sparkSession, app_id, batch_id):  # doctest: +SKIP
     ...     batch_df.write.format("delta").mode("append").save(path)
@@ -63,7 +63,7 @@ def session_stamp(session: SparkSession) -> tuple[str, int]:
 
     For writers that stamp their commits themselves (:func:`deltaflow.sinks.txn_append.append_once`).
 
-    Example:
+    Examples:
         >>> with idempotent_writes(session, "deltaflow:silver/silver/0:3f2a", 7):  # doctest: +SKIP
         ...     session_stamp(session)
         ('deltaflow:silver/silver/0:3f2a', 7)
@@ -83,7 +83,7 @@ def unstamped(session: SparkSession) -> Iterator[None]:
     the maximum per key, say): an unstamped commit spares Delta the reconstruction of the table's
     transactions, a Spark job over its log, that checking a stamp takes.
 
-    Example:
+    Examples:
         >>> with idempotent_writes(session, app_id, batch_id):  # doctest: +SKIP
         ...     merge.execute()  # stamped
         ...     with unstamped(session):

@@ -28,7 +28,7 @@ from the state before it and yields the same totals; the view's write carries th
 ``txnVersion = batch id``, so if the first attempt had committed it, Delta skips it. Batch 0 of a
 checkpoint generation (its state empty, the input's whole snapshot read) overwrites the view.
 
-Example:
+Examples:
     >>> refresh = IncrementalRefresh(view, plan)  # doctest: +SKIP
     >>> query = (refresh.rows(stream).writeStream.outputMode(refresh.output_mode)  # doctest: +SKIP
     ...          .foreachBatch(refresh.apply).start())

@@ -8,7 +8,7 @@ else (``avg``, an expression as a grouping key, a join, a filter after the aggre
 in place) keeps the window recompute, and :func:`plan_view` says why. ``deltaflow graph`` shows which
 mode each view runs in.
 
-Example:
+Examples:
     >>> plan = plan_view(resolver, "gold_hourly_product_metrics")  # doctest: +SKIP
     >>> plan.describe()  # doctest: +SKIP
     "incremental in Spark's state: count, count_distinct(user_id), sum(revenue) by window, product_id"

@@ -18,7 +18,7 @@ files that might hold one (or that have no statistics) are read, and only their 
 Everything here is read from what the checkpoint and the Delta log hold, so a batch run again after a crash
 finds the same windows.
 
-Example:
+Examples:
     >>> checkpoint = layout.checkpoint("gold", "gold")  # doctest: +SKIP
     >>> late_windows(spark, layout, checkpoint, 7, "silver", "event_timestamp", "1 hour")  # doctest: +SKIP
     [(1767225600000000, 1767229200000000)]
@@ -127,7 +127,7 @@ def closed_before(watermark_ms: int, duration: str) -> int:
     multiples of their length). A length :func:`~deltaflow.durations.parse_duration` cannot read gives
     the watermark itself (every row before it read).
 
-    Example:
+    Examples:
         >>> closed_before(5_400_000, "1 hour"), closed_before(5_400_000, "1 fortnight")
         (3600000, 5400000)
 

@@ -16,7 +16,7 @@ every batch while the view's inputs are small (:data:`FULL_BELOW_BYTES`). A view
 one decomposable aggregation over one append-only table is not recomputed at all: its aggregates live in
 Spark's state store and each batch writes the groups' new totals (:mod:`deltaflow.sinks.incremental`).
 
-Example:
+Examples:
     >>> checkpoint = layout.checkpoint("gold_hourly", "gold_hourly")  # doctest: +SKIP
     >>> view = MaterializedView(resolver, "gold_hourly", checkpoint)  # doctest: +SKIP
     >>> query = view.start(Trigger("continuous"))
@@ -327,7 +327,7 @@ def newest_data_version(layout: StorageLayout, dataset: str, look_back: int = 10
     Read from the table's Delta log (its newest commit files), without a JVM. Commits that add no rows
     (compaction, VACUUM, a property change) are passed over.
 
-    Example:
+    Examples:
         >>> newest_data_version(layout, "silver_clicks")  # doctest: +SKIP
         12
 
@@ -339,7 +339,7 @@ def newest_data_version(layout: StorageLayout, dataset: str, look_back: int = 10
 def removes_rows_from(layout: StorageLayout, dataset: str, version: int) -> bool:
     """Whether a commit of ``dataset``'s table from ``version`` on removes rows: a Delta stream stops there.
 
-    Example:
+    Examples:
         >>> removes_rows_from(layout, "silver_clicks", 12)  # after a full refresh of it  # doctest: +SKIP
         True
 

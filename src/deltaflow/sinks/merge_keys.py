@@ -16,7 +16,7 @@ time into 10M rows, 1.15× into 1M; 30,000 keys into 10M rows 1.3-1.5×). Withou
 cannot help: the MERGE copies every row of the files it touches, so the join keeps them all. A batch with more
 keys than the target's size allows costs one small job (its hashes, up to the limit).
 
-Example:
+Examples:
     >>> condition = merge_condition(source, path, ["id"], "t.id = s.id")  # doctest: +SKIP
     >>> DeltaTable.forPath(spark, path).alias("t").merge(source.alias("s"), condition)  # doctest: +SKIP
 

@@ -9,7 +9,7 @@ writer, and lets the MERGEs inside read it as it is (``materializeSource=none``,
 only). A block of the copy lost with its executor fails the attempt; it is started again from the batch,
 as Delta does with its own copy.
 
-Example:
+Examples:
     >>> def write(source):  # doctest: +SKIP
     ...     deletes = source.where("op = 'delete'").toArrow()
     ...     DeltaTable.forPath(spark, path).merge(source.alias("s"), "t.id = s.id")...execute()

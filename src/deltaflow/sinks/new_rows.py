@@ -6,7 +6,7 @@ job over the batch, and count the rows it peeked at as the batch's input; the ba
 in the view's own checkpoint (the offsets of the batch before and of this one), and each version's log
 entry says whether it adds data.
 
-Example:
+Examples:
     >>> adds_rows(layout, checkpoint, ["silver"], 7)  # doctest: +SKIP
     False
 

@@ -16,7 +16,7 @@ schema), with
 The quarantine table is ``StorageLayout.quarantine(table)``, created by
 :func:`deltaflow.sinks.tables.ensure_quarantine`.
 
-Example:
+Examples:
     >>> quarantine = layout.quarantine("silver")  # doctest: +SKIP
     >>> handler = split_writer("silver", layout.table("silver"), quarantine)  # doctest: +SKIP
 

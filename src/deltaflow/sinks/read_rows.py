@@ -6,7 +6,7 @@ once more per exact distinct count, so Spark reports each row two or more times.
 rows its flow read in an observed metric, :data:`ROWS_METRIC`, and what a run reports (the event log,
 ``status``, the metrics, the run's summary) takes that count, and scales the rates with it.
 
-Example:
+Examples:
     >>> observed_rows({"observedMetrics": {ROWS_METRIC: {"rows": 5}}}), observed_rows({})
     (5, None)
 

@@ -14,7 +14,7 @@ instead of about 1.8 s, and the next batch's local checkpoint, which the prefetc
 instead of 0.35 s: batches of 2.10 s against the hand-written foreachBatch MERGE's 2.14 s
 (``benchmarks/cdc_merge.py``).
 
-Example:
+Examples:
     >>> merge.execute()  # doctest: +SKIP
     >>> prefetch(session, path)  # the next batch's MERGE finds the snapshot computed  # doctest: +SKIP
 
@@ -87,7 +87,7 @@ def loaded_snapshot(session: SparkSession, path: str) -> Any:
     No log read when the table was read or written here before (a JVM object: ``version()``,
     ``metadata()``, ``sizeInBytes()``, ...).
 
-    Example:
+    Examples:
         >>> loaded_snapshot(spark, path).version()  # doctest: +SKIP
         3
 

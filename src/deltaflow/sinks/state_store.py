@@ -22,7 +22,7 @@ restarted from an existing checkpoint keeps the store it began with. A session t
 itself (the spec's ``configuration``, a notebook's session) keeps its own, and so does a session that
 names any of the settings.
 
-Example:
+Examples:
     >>> with state_store(spark):  # doctest: +SKIP
     ...     query = df.writeStream.foreachBatch(write).start()
 

@@ -4,7 +4,7 @@ Every table deltaflow owns is created here (empty, with its schema, partitioning
 before its first batch, so readers and downstream flows see a table as soon as the pipeline starts; a
 flow's rows are checked against it before they are written; a full refresh replaces its rows here.
 
-Example:
+Examples:
     >>> ensure_table(spark, dataset, layout.table("bronze"), schema, {})  # doctest: +SKIP
 
 """
@@ -56,7 +56,7 @@ def hold_declared_properties(resolver: Resolver, datasets: Collection[str],
     Called at a run's start-up, with its tables leased and before any flow starts; the tables the run
     has just created already have them, and a table holding them all gets no commit.
 
-    Example:
+    Examples:
         >>> hold_declared_properties(resolver, {"gold"}, print)  # doctest: +SKIP
         gold: set table properties delta.enableChangeDataFeed=true (declared since it was created)
 
@@ -81,7 +81,7 @@ def set_declared(spark: SparkSession, dataset: Dataset, path: str, declared: Map
     writers go on as they were), none when every declared property holds. A property no longer declared
     is left on the table.
 
-    Example:
+    Examples:
         >>> set_declared(spark, dataset, path, {"delta.enableChangeDataFeed": "true"}, {})  # doctest: +SKIP
         {'delta.enableChangeDataFeed': 'true'}
 

@@ -19,7 +19,7 @@ before its MERGE, gathered by the job that materializes the MERGE's source (:met
 an observed ``collect_list``: no job of their own), and are appended from there by ``deltalake``, without
 a Spark job (0.18 s of Spark write per batch before, in the trace above).
 
-Example:
+Examples:
     >>> tombstones = Tombstones(checkpoint.tombstones, retention_seconds=172800)  # doctest: +SKIP
     >>> tombstones.create(spark, key_fields, sequence_type)  # doctest: +SKIP
     >>> buried = tombstones.rows(session)  # doctest: +SKIP
@@ -99,7 +99,7 @@ class Tombstones:
         cannot tell (there is none, or the sequence is a struct or a float, which Arrow orders otherwise
         than Spark). For a feed whose sequences only grow, no event of a new batch passes.
 
-        Example:
+        Examples:
             >>> late = tombstones.may_bury("seq")  # doctest: +SKIP
             >>> str(late)  # doctest: +SKIP
             "Column<'(seq <= CAST(20000000000007 AS BIGINT))'>"
@@ -169,7 +169,7 @@ class Tombstones:
         instead. ``also`` names more aggregates to observe in the same job (:attr:`Watched.metrics`);
         with ``deleted`` None, only those are (a flow without deletes).
 
-        Example:
+        Examples:
             >>> watched = tombstones.watch(latest, F.col("_df_op") == "delete", ["id"], sequence="seq",
             ...                            also={"nulls": F.count_if(F.col("id").isNull())})  # doctest: +SKIP
             >>> done = watched.source.localCheckpoint()  # the observed job  # doctest: +SKIP

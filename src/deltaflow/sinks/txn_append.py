@@ -20,7 +20,7 @@ which fills generated and missing columns and reports what does not fit.
 new totals): the current files are listed by the checksum too (Delta keeps them there while the table has
 few), handed to the caller to read (the rows to keep), and removed in the commit that adds the new ones.
 
-Example:
+Examples:
     >>> append_once(rows, layout.table("bronze"), app_id="3f2a...", batch_id=7)  # doctest: +SKIP
     True
 
@@ -89,7 +89,7 @@ def replace_once(session: SparkSession, path: str, rows: Callable[[list[str]], D
         does not list the files or the batches (or a file has deletion vectors, or the rows are not exactly
         the table's columns): nothing was written, and the caller writes through Delta instead.
 
-    Example:
+    Examples:
         >>> keep = lambda files: spark.read.parquet(*files).where("n > 0")  # doctest: +SKIP
         >>> replace_once(spark, path, keep, app_id="deltaflow:gold/gold/0:...", batch_id=7)  # doctest: +SKIP
         True

@@ -18,7 +18,7 @@ Every foreach-batch writer runs inside :func:`~deltaflow.sinks.foreach_batch.sta
 each of its Delta writes carries the flow's ``txnAppId`` / ``txnVersion`` (but for auto CDC's tombstones,
 which a replay may write twice unseen: see :mod:`deltaflow.sinks.cdc`).
 
-Example:
+Examples:
     >>> writers = FlowWriters(resolver)  # doctest: +SKIP
     >>> query = writers.start(graph.flows["silver_clicks"], Trigger("available_now"))  # doctest: +SKIP
 

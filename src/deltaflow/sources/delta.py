@@ -28,7 +28,7 @@ def read_stream(name: str, **options: Any) -> DataFrame:
         name: A streaming table or streaming temporary view of the pipeline.
         **options: Delta streaming source options, e.g. ``maxFilesPerTrigger=100``.
 
-    Example:
+    Examples:
         >>> @dp.table  # doctest: +SKIP
         ... def silver_clicks():
         ...     return dp.read_stream("bronze_clicks", maxBytesPerTrigger="1g").where("value IS NOT NULL")
@@ -52,7 +52,7 @@ def read(name: str, *, version: int | None = None, timestamp: str | None = None,
         timestamp: Read the table as of this time, e.g. ``"2026-11-20 08:00:00"`` (``timestampAsOf``).
         **options: Other Delta batch read options.
 
-    Example:
+    Examples:
         >>> customers = dp.read("customers")  # doctest: +SKIP
         >>> before_the_bug = dp.read("raw_readings", timestamp="2026-11-20 08:00:00")  # doctest: +SKIP
 
@@ -89,7 +89,7 @@ def read_changes(
     Raises:
         GraphError: An ending bound on a stream, or a table without a change feed.
 
-    Example:
+    Examples:
         >>> @dp.table  # doctest: +SKIP
         ... def customers_audit():
         ...     return dp.read_changes("customers", stream=True)

@@ -43,7 +43,7 @@ def read_files(
         A streaming DataFrame with the schema's columns, ``_corrupt_record`` (json/csv: the raw line when
         it did not parse, else null), ``source_file`` and ``ingested_at``.
 
-    Example:
+    Examples:
         >>> @dp.table  # doctest: +SKIP
         ... def bronze_orders():
         ...     return dp.read_files("landing/orders", schema="order_id STRING, amount DOUBLE")

@@ -67,7 +67,7 @@ def read_kafka(
         A streaming DataFrame with the columns ``topic, partition, offset, timestamp, key, value,
         key_bytes, value_bytes, ingested_at``.
 
-    Example:
+    Examples:
         >>> @dp.table  # doctest: +SKIP
         ... def bronze_clicks():
         ...     return dp.read_kafka("clicks", max_offsets_per_trigger=10_000)

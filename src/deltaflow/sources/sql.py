@@ -5,7 +5,7 @@ view of that dataset's read (a stream where the query says ``STREAM(name)`` / ``
 elsewhere), recorded as the flow's input like ``spark.read.table``; once the query is analysed the views
 are dropped again, so no later query meets them. A parse error names the file line of the query's line.
 
-Example:
+Examples:
     >>> @dp.materialized_view  # doctest: +SKIP
     ... def totals():
     ...     return spark.sql("SELECT customer, sum(amount) AS total FROM orders GROUP BY customer")

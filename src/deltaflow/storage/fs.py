@@ -4,7 +4,7 @@ Delta tables are read and written by Spark or ``deltalake``, which know every st
 keeps beside them go through :class:`FileSystem`: a handful of operations, so that a store is one class:
 :class:`LocalFileSystem` (a plain path or ``file://``) and :class:`~deltaflow.storage.s3.S3FileSystem`.
 
-Example:
+Examples:
     >>> import tempfile
     >>> fs = LocalFileSystem()
     >>> root = tempfile.mkdtemp()
@@ -148,7 +148,7 @@ class ReadOnce:
     for the backlog and again for the retention warnings): on object storage each ask is a request. Writes
     go through and forget what was read.
 
-    Example:
+    Examples:
         >>> fs = ReadOnce(LocalFileSystem())
         >>> fs.list("/nonexistent") == fs.list("/nonexistent") == []  # asked the disk once
         True

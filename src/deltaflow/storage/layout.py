@@ -22,7 +22,7 @@
 Names starting with ``_`` never collide with a dataset. Records go through the layout's
 :class:`~deltaflow.storage.fs.FileSystem`.
 
-Example:
+Examples:
     >>> layout = StorageLayout("/data")
     >>> layout.table("bronze_clicks")
     '/data/tables/bronze_clicks'
@@ -120,7 +120,7 @@ class FlowCheckpoint:
     def of_app_id(app_id: str) -> tuple[str, str, int] | None:
         """``(dataset, flow, generation)`` of an :meth:`app_id` (None for any other id).
 
-        Example:
+        Examples:
             >>> FlowCheckpoint.of_app_id("deltaflow:customers/customers_cdc/2:q-1")
             ('customers', 'customers_cdc', 2)
 
@@ -305,7 +305,7 @@ class StorageLayout:
     def start_of(self, checkpoint: FlowCheckpoint) -> tuple[str, int] | None:
         """``(table, version)`` a flow that left its carrier starts reading from, until its first batch.
 
-        Example:
+        Examples:
             >>> layout.start_of(layout.checkpoint("silver", "silver"))  # doctest: +SKIP
             ('bronze', 4)
 

@@ -10,7 +10,7 @@ releasing keeps the table until the TTL passes, then the next run takes it over;
 machine (same kernel boot and pid namespace) that finds the holder's process gone takes it over at once.
 Clocks of the machines sharing a storage must agree to well within the TTL.
 
-Example:
+Examples:
     >>> import tempfile
     >>> from deltaflow.storage import StorageLayout
     >>> layout = StorageLayout(tempfile.mkdtemp())

@@ -15,7 +15,7 @@ bucket, a failed precondition, which the callers read as an answer). A fault tha
 The same budget reaches the other clients deltaflow configures: Hadoop's S3A (``storage/s3.py``
 ``hadoop_conf``) and ``deltalake`` (``delta_options``), each through its own retry settings.
 
-Example:
+Examples:
     >>> policy = RetryPolicy(budget_seconds=5)
     >>> calls = []
     >>> def flaky() -> str:
@@ -48,7 +48,7 @@ _RETRIED_CODES = frozenset({"SlowDown", "InternalError", "ServiceUnavailable", "
 def retryable(exc: BaseException) -> bool:
     """Whether asking again may get another answer: throttling, 5xx, timeouts, lost connections.
 
-    Example:
+    Examples:
         >>> retryable(TimeoutError()), retryable(PermissionError())
         (True, False)
 

@@ -6,7 +6,7 @@ One set of keys (:class:`~deltaflow.spec.S3Spec`) reaches the three clients that
 * ``deltalake``, the JVM-free reader of the tables (:func:`delta_options`);
 * botocore, for the files deltaflow keeps beside the tables (:class:`S3FileSystem`).
 
-Example:
+Examples:
     >>> from deltaflow.spec import S3Spec
     >>> s3 = S3Spec(endpoint="http://127.0.0.1:19000", access_key="k", secret_key="s", path_style=True)
     >>> hadoop_conf(s3)["spark.hadoop.fs.s3a.connection.ssl.enabled"]
@@ -48,7 +48,7 @@ def split_uri(uri: str) -> tuple[str, str]:
 def hadoop_conf(s3: S3Spec | None) -> dict[str, str]:
     """The Spark settings that point S3A at ``s3`` (for AWS with its default credential chain: its retries).
 
-    Example:
+    Examples:
         >>> hadoop_conf(None)["spark.hadoop.fs.s3a.input.stream.type"]
         'classic'
 
@@ -87,7 +87,7 @@ def s3a_retries(budget: float) -> dict[str, str]:
     and about ``interval × 2ⁿ`` before retry *n* of a throttled one (a sum of about ``interval × 2ⁿ⁺¹``);
     the SDK below it tries each request twice.
 
-    Example:
+    Examples:
         >>> retries = s3a_retries(120)
         >>> retries["spark.hadoop.fs.s3a.retry.limit"], retries["spark.hadoop.fs.s3a.retry.throttle.limit"]
         ('21', '6')

@@ -11,7 +11,7 @@ A small Starlette app over :class:`~deltaflow.observe.dashboard.Dashboard`, serv
 Nothing in a request names a file or a table: the pipeline is the one the server was started for, and
 static files are served from the package's folder only. It binds ``127.0.0.1`` unless told otherwise.
 
-Example:
+Examples:
     >>> server = UiServer(spec, layout, port=0).start()  # doctest: +SKIP
     >>> server.url  # doctest: +SKIP
     'http://127.0.0.1:41623/'

@@ -24,7 +24,7 @@ name                                            type     what
 ``deltaflow_table_version`` / ``_files`` / ``_rows``  gauge  each table's version, files and rows
 ==============================================  =======  ===============================================
 
-Example:
+Examples:
     >>> print(render({"pipeline": "p", "flows": [], "maintenance": []}, []).decode()[:40])  # doctest: +SKIP
 
 """
