@@ -12,7 +12,6 @@ a key, an error or a metric without its text fails the tests.
 from __future__ import annotations
 
 import inspect
-import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -89,30 +88,58 @@ def _model_of(annotation: Any) -> Any:
 
 
 def _type_name(annotation: Any) -> str:
-    text = annotation.__name__ if isinstance(annotation, type) else str(annotation)
-    text = re.sub(r"deltaflow\.[\w.]+\.(\w+)", r"\1", text).replace("typing.", "")
-    return re.sub(r"^Optional\[(.*)\]$", r"\1 | None", text).replace("NoneType", "None")
+    """A key's type as a YAML author reads it: ``text``, ``list of text``, ``one of: a, b``, ``(optional)``."""
+    import types
+    import typing
+
+    args = typing.get_args(annotation)
+    origin = typing.get_origin(annotation)
+    if origin in (typing.Union, types.UnionType):
+        kept = [a for a in args if a is not type(None)]
+        inner = " or ".join(_type_name(a) for a in kept)
+        return f"{inner} (optional)" if len(kept) < len(args) else inner
+    if origin is typing.Literal:
+        return "one of: " + ", ".join(str(a) for a in args)
+    if origin is list:
+        return f"list of {_type_name(args[0])}"
+    if origin is dict:
+        return f"mapping of {_type_name(args[0])} to {_type_name(args[1])}"
+    if _model_of(annotation) is not None:
+        return "section"
+    return {str: "text", int: "integer", float: "number", bool: "true or false"}.get(annotation, str(annotation))
+
+
+def _yaml(value: Any) -> str:
+    """``value`` as it is written in ``deltaflow.yml`` (flow style, one line)."""
+    import yaml
+
+    return str(yaml.safe_dump(value, default_flow_style=True, width=10_000, sort_keys=False)).strip() \
+        .removesuffix("\n...").removesuffix("...").strip()
 
 
 def spec_page() -> str:
-    """Every key of ``deltaflow.yml``: its type, default, meaning and an example."""
+    """Every key of ``deltaflow.yml``: its type, default, meaning and an example, as YAML."""
     from pydantic_core import PydanticUndefined
 
     lines = ["# deltaflow.yml", "", "Generated from the spec's model. `deltaflow schema` prints the same as "
              "[a JSON Schema](deltaflow.schema.json), which editors use to complete and check a spec "
-             "(`deltaflow init` writes the line that points them to it).", "",
+             "(`deltaflow init` writes the line that points them to it). Defaults and examples are written "
+             "as in the file; a nested key's dotted name is its place under its section "
+             "(`kafka.bootstrap_servers` is `bootstrap_servers:` under `kafka:`).", "",
              "| key | type | default | what | example |",
              "|---|---|---|---|---|"]
     for key, field, _ in spec_keys():
         if _model_of(field.annotation) is not None and key not in ("s3",):
             default = "(section)"
         elif field.default_factory is not None:
-            default = f"`{field.default_factory()}`"
+            default = f"`{_yaml(field.default_factory())}`"
         elif field.default is PydanticUndefined:
             default = "required"
+        elif field.default is None:
+            default = "(not set)"
         else:
-            default = f"`{field.default}`"
-        example = f"`{field.examples[0]}`" if field.examples else ""
+            default = f"`{_yaml(field.default)}`"
+        example = f"`{key.split('.')[-1]}: {_yaml(field.examples[0])}`" if field.examples else ""
         lines.append(f"| `{key}` | {_cell(_type_name(field.annotation))} | {_cell(default)} | "
                      f"{_cell(field.description or '')} | {_cell(example)} |")
     lines += ["", "A string value may hold `${VAR}` or `${VAR:-default}`: the environment's value, never "
@@ -145,10 +172,13 @@ def errors_page() -> str:
     """Every error code: what it means, and the usual fix."""
     lines = ["# Error codes", "", "Every error is one line: its code, where (file and line, spec field, "
              "flow, address), what is wrong, and what to do: `error: DF-CONFIG deltaflow.yml: unknown key "
-             "'kafak' (did you mean 'kafka'?)`.", "", "| code | means | usual fix |", "|---|---|---|"]
+             "'kafak' (did you mean 'kafka'?)`. The stack trace behind it is in the run's log, which the line "
+             "names (`deltaflow -v` shows Spark's own log on the terminal).", "",
+             "| code | means | for example | usual fix |", "|---|---|---|---|"]
     for cls in sorted(error_classes(), key=lambda c: c.code):
         if cls.code != "DF":
-            lines.append(f"| `{cls.code}` | {_cell(inspect.getdoc(cls) or '')} | {_cell(cls.fix)} |")
+            lines.append(f"| `{cls.code}` | {_cell(inspect.getdoc(cls) or '')} | "
+                         f"`` error: {cls.code} {_cell(cls.example)} `` | {_cell(cls.fix)} |")
     return "\n".join([*lines, ""])
 
 

@@ -31,6 +31,8 @@ class DeltaflowError(Exception):
     """
 
     code = "DF"
+    #: What a message of this code looks like (the reference's error-code page shows it).
+    example = ""
     #: What usually makes it go away (the documentation's error reference lists it).
     fix = ""
 
@@ -50,6 +52,7 @@ class ConfigError(DeltaflowError):
     """The pipeline spec (``deltaflow.yml``) or a command-line option is wrong."""
 
     code = "DF-CONFIG"
+    example = "deltaflow.yml: unknown key 'kafak' (did you mean 'kafka'?)"
     fix = (
         "Correct the key or option the message names (the hint suggests the likely spelling); `deltaflow "
         "schema` lists every key."
@@ -69,6 +72,7 @@ class ArgumentError(ConfigError):
     """
 
     code = "DF-USAGE"
+    example = 'rewind: give the version (--to-version) or the time (--to-timestamp) to rewind to'
     fix = "Correct the command line as the message says; `deltaflow VERB --help` lists its arguments."
 
 
@@ -76,6 +80,7 @@ class SetupError(DeltaflowError):
     """The machine is missing something deltaflow needs (JVM jars, Java, Maven)."""
 
     code = "DF-SETUP"
+    example = "Maven ('mvn') is not on PATH (install Maven, then run 'make setup')"
     fix = (
         "Run `make setup` (or `deltaflow setup`) on a machine with Java 17+ and Maven, and network access "
         "to Maven Central."
@@ -86,6 +91,11 @@ class GraphError(DeltaflowError):
     """Dataset definitions do not form a valid pipeline (unknown input, cycle, duplicate name...)."""
 
     code = "DF-GRAPH"
+    example = (
+        "transformations/pipeline.py:26: flow 'silver_events' failed to build: "
+        '[UNRESOLVED_COLUMN.WITH_SUGGESTION] A column ... with name `corrupt` cannot be resolved. Did you'
+        ' mean one of the following? [`amount`, `ts`, `action`, `user_id`, `_corrupt_record`].'
+    )
     fix = (
         "Fix the definition at the file and line given: declare the dataset read, break the cycle, rename "
         "the duplicate."
@@ -96,6 +106,7 @@ class SourceError(DeltaflowError):
     """A source cannot be read: unreachable broker, missing topic or folder, bad option."""
 
     code = "DF-SOURCE"
+    example = "127.0.0.1:19092: cannot create topic 'clicks': no broker answered within 30s"
     fix = "Start the broker or create the topic or folder named; check the source options against the hint."
 
 
@@ -103,6 +114,7 @@ class SinkError(DeltaflowError):
     """A sink cannot be written."""
 
     code = "DF-SINK"
+    example = "materialized view 'gold': lost 10 commits in a row to concurrent writers: ..."
     fix = (
         "Check the table's schema against the flow's output (a new column needs merge_schema=True); fix, "
         "then run again."
@@ -113,11 +125,15 @@ class FlowError(DeltaflowError):
     """One or more flows failed while running."""
 
     code = "DF-FLOW"
+    example = (
+        "1 flow failed: 'silver_events' (transformations/pipeline.py:21): ...; skipped downstream: "
+        "'gold_actions' (the full error is in data/_logs/20261203T172140Z-29948.log)"
+    )
     #: How each flow of the run ended, when a run raised it (the CLI prints them).
     outcomes: tuple[FlowOutcome, ...] = ()
     fix = (
-        "Read the cause in the line (the whole error is in <storage>/_logs/spark.log); fix the data or the "
-        "definition and run again: nothing is written twice."
+        "Read the cause in the line (the whole error is in the run's log the line names); fix the data or "
+        "the definition and run again: nothing is written twice."
     )
 
 
@@ -125,6 +141,7 @@ class StorageError(DeltaflowError):
     """The pipeline's storage cannot be reached: endpoint, credentials, bucket."""
 
     code = "DF-STORAGE"
+    example = 's3.retry_budget: GetObject s3a://lake/shop/... failed 41 times in 118 s: SlowDown'
     fix = "Check the storage's endpoint, credentials, bucket and free space; run again once it answers."
 
 
@@ -132,6 +149,10 @@ class LeaseError(DeltaflowError):
     """A table is held by another run (one writing run per table), or this run lost its hold."""
 
     code = "DF-LEASE"
+    example = (
+        "table 'bronze_events' is held by run 3f2a... (pid 4242 on host-1) until 17:22:40, unless renewed"
+        " (stop that run first; a crashed run's hold runs out after the lease ttl)"
+    )
     fix = "Wait for the other run to end (or for lease.ttl to pass, if it crashed), then run again."
 
 
@@ -139,6 +160,7 @@ class KafkaBrokerError(DeltaflowError):
     """The embedded Kafka broker failed to start, stop or answer."""
 
     code = "DF-KAFKA"
+    example = '127.0.0.1:19092: the broker was not ready within 60s (see ~/.cache/deltaflow/kafka/broker.log)'
     fix = "Read the broker's log the message names; `deltaflow kafka stop`, then start it again."
 
 
@@ -149,6 +171,10 @@ class InternalError(DeltaflowError):
     """
 
     code = "DF-INTERNAL"
+    example = (
+        'Py4JError: An error occurred while calling o123.start (the full error is in '
+        'data/_logs/20261203T172140Z-29948.log)'
+    )
     fix = ("Read the stack trace in the run's log the message names; run again (nothing is lost: the tables "
            "and checkpoints are as the last committed batch left them), and report it if it happens again.")
 

@@ -4,7 +4,7 @@ Example ``deltaflow.yml``::
 
     name: clickstream
     storage: ./data                     # tables, checkpoints and logs; relative to this file
-    libraries: [transformations/**/*.py]
+    libraries: [transformations/**]     # every .py and .sql file under transformations/
     configuration:
       spark.sql.shuffle.partitions: "4" # any spark.* key goes to the SparkSession
       source_topic: clicks              # anything else is a pipeline parameter (dp.parameter)
@@ -78,9 +78,10 @@ class Spec(Strict):
                       examples=["clickstream"])
     storage: str = Field(description="Where tables, checkpoints and logs live: a folder (relative to this "
                          "file) or s3a://bucket/prefix.", examples=["./data", "s3a://lake/clickstream"])
-    libraries: list[str] = Field(default_factory=lambda: ["transformations/**/*.py"], description="Glob "
+    libraries: list[str] = Field(default_factory=lambda: ["transformations/**"], description="Glob "
                                  "patterns of the definition files (.py and .sql), relative to this file; "
-                                 "'dir/**' is every file under dir.", examples=[["transformations/*.py"]])
+                                 "'dir/**' is every .py and .sql file under dir.",
+                                 examples=[["transformations/*.py", "sql/*.sql"]])
     configuration: dict[str, str] = Field(
         default_factory=dict, description="spark.* keys go to the SparkSession; every key is also a Spark "
         "setting of the session and a pipeline parameter (dp.parameter, spark.conf.get).",

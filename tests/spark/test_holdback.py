@@ -68,7 +68,7 @@ def test_the_flows_downstream_of_a_failed_flow_are_skipped_and_run_the_next_time
     with pytest.raises(FlowError) as info:
         project.run(spark)
     message = str(info.value)
-    assert "1 flow(s) failed: 'silver' (" in message and "; skipped downstream: 'gold', 'platinum'" in message
+    assert "1 flow failed: 'silver' (" in message and "; skipped downstream: 'gold', 'platinum'" in message
     ended = by_flow(info.value.outcomes)
     assert {n: o.state for n, o in ended.items()} == {"bronze": "completed", "silver": "failed",
                                                       "gold": "skipped", "platinum": "skipped",

@@ -282,7 +282,7 @@ def test_a_failing_flow_stops_alone_and_the_run_names_it_with_its_cause(  # type
     with pytest.raises(FlowError) as info:
         project.run(spark)
     message = str(info.value)
-    assert "1 flow(s) failed: 'bad' (" in message and "defs.py:9)" in message, message
+    assert "1 flow failed: 'bad' (" in message and "defs.py:9)" in message, message
     assert "boom row" in message and "SQLSTATE" not in message, message  # the task's cause, not the job's
     assert "'good'" not in message
     assert sorted(r["id"] for r in DeltaTable(project.table("good")).to_pyarrow_table().to_pylist()) == [

@@ -43,6 +43,9 @@ def test_every_spec_key_has_a_description_and_is_on_the_spec_page() -> None:
     for key, field, _ in ref.spec_keys():
         assert field.description, f"deltaflow.yml key '{key}' has no description"
         assert f"| `{key}` |" in page
+    for python in ("Literal[", "None", "{'", "['", "| str", "dict["):  # types, defaults and examples in YAML
+        assert python not in page.split("| key |")[1], f"the spec page shows Python: {python!r}"
+    assert "| `libraries` | list of text | `[transformations/**]` |" in page
 
 
 def test_every_error_code_has_its_meaning_and_usual_fix() -> None:
@@ -52,8 +55,8 @@ def test_every_error_code_has_its_meaning_and_usual_fix() -> None:
     assert {"DF-CONFIG", "DF-GRAPH", "DF-FLOW", "DF-STORAGE", "DF-LEASE"} <= codes
     for cls in ref.error_classes():
         if cls.code != "DF":
-            assert cls.__doc__ and cls.fix, f"{cls.code} has no meaning or no fix"
-            assert f"| `{cls.code}` |" in page
+            assert cls.__doc__ and cls.fix and cls.example, f"{cls.code} has no meaning, example or fix"
+            assert f"| `{cls.code}` |" in page and f"`` error: {cls.code} {cls.example} ``" in page
 
 
 def test_every_metric_is_on_the_metrics_page() -> None:

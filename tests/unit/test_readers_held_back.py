@@ -43,7 +43,7 @@ def test_the_run_s_error_names_the_failed_flows_and_the_skipped_ones_and_each_sa
                 skipped("gold", "defs.py:20", "silver"), skipped("platinum", "defs.py:25", "silver")]
     error = run_failure(outcomes)
     assert error is not None and error.outcomes == tuple(outcomes)
-    assert str(error) == ("DF-FLOW 1 flow(s) failed: 'silver' (defs.py:9): boom; "
+    assert str(error) == ("DF-FLOW 1 flow failed: 'silver' (defs.py:9): boom; "
                           "skipped downstream: 'gold', 'platinum'")
     assert run_failure(outcomes[:1]) is None
     assert [format_outcome(o, FlowTotals(rows=7) if o.flow == "bronze" else None) for o in outcomes] == [

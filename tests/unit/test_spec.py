@@ -22,7 +22,7 @@ def error_of(text: str, env: dict[str, str] | None = None) -> str:
 
 def test_minimal_spec_gets_defaults() -> None:
     spec = parse_spec("name: p\nstorage: ./data\n", Path("/x/deltaflow.yml"), env={})
-    assert spec.libraries == ["transformations/**/*.py"]
+    assert spec.libraries == ["transformations/**"]  # the starter's: every .py and .sql file under it
     assert spec.trigger.mode == "available_now"
     assert spec.storage_path == "/x/data"
     assert spec.kafka.bootstrap_servers == "127.0.0.1:19092"

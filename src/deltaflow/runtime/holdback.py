@@ -13,7 +13,7 @@ Examples:
     >>> outcomes[1].error
     "upstream 'silver' failed"
     >>> str(run_failure(outcomes))
-    "DF-FLOW 1 flow(s) failed: 'silver' (defs.py:9): boom; skipped downstream: 'gold'"
+    "DF-FLOW 1 flow failed: 'silver' (defs.py:9): boom; skipped downstream: 'gold'"
 
 """
 
@@ -100,7 +100,7 @@ def run_failure(outcomes: list[FlowOutcome]) -> FlowError | None:
         return None
     names = "; ".join(f"'{o.flow}' ({o.location}): {o.error}" for o in failed)
     held = [f"'{o.flow}'" for o in outcomes if o.state == "skipped"]
-    error = FlowError(f"{len(failed)} flow(s) failed: {names}"
+    error = FlowError(f"{len(failed)} flow{'' if len(failed) == 1 else 's'} failed: {names}"
                       + (f"; skipped downstream: {', '.join(held)}" if held else ""))
     error.outcomes = tuple(outcomes)
     return error
