@@ -88,7 +88,8 @@ def _model_of(annotation: Any) -> Any:
 
 
 def _type_name(annotation: Any) -> str:
-    """A key's type as a YAML author reads it: ``text``, ``list of text``, ``one of: a, b``, ``(optional)``."""
+    """A key's type as a YAML author reads it: ``text``, ``list of text``, ``one of: a, b``, ``(optional)``.
+    """
     import types
     import typing
 
@@ -106,7 +107,8 @@ def _type_name(annotation: Any) -> str:
         return f"mapping of {_type_name(args[0])} to {_type_name(args[1])}"
     if _model_of(annotation) is not None:
         return "section"
-    return {str: "text", int: "integer", float: "number", bool: "true or false"}.get(annotation, str(annotation))
+    words = {str: "text", int: "integer", float: "number", bool: "true or false"}
+    return words.get(annotation, str(annotation))
 
 
 def _yaml(value: Any) -> str:
@@ -172,8 +174,8 @@ def errors_page() -> str:
     """Every error code: what it means, and the usual fix."""
     lines = ["# Error codes", "", "Every error is one line: its code, where (file and line, spec field, "
              "flow, address), what is wrong, and what to do: `error: DF-CONFIG deltaflow.yml: unknown key "
-             "'kafak' (did you mean 'kafka'?)`. The stack trace behind it is in the run's log, which the line "
-             "names (`deltaflow -v` shows Spark's own log on the terminal).", "",
+             "'kafak' (did you mean 'kafka'?)`. The stack trace behind it is in the run's log, which the "
+             "line names (`deltaflow -v` shows Spark's own log on the terminal).", "",
              "| code | means | for example | usual fix |", "|---|---|---|---|"]
     for cls in sorted(error_classes(), key=lambda c: c.code):
         if cls.code != "DF":
