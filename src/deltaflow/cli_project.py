@@ -17,8 +17,8 @@ from deltaflow.cli_shared import err, out, say
 def init(
     folder: Annotated[Path, typer.Argument(help="Where to write the project (created if missing).")] = Path(),
     example: Annotated[str | None, typer.Option(help="Start from a shipped example (clickstream, orders, "
-                                                "fraud, customers_cdc, sensors, sdp_orders) instead of "
-                                                "the starter.")] = None,
+                                                "fraud, customers_cdc, sensors, sdp_orders, shop_kafka) "
+                                                "instead of the starter.")] = None,
     force: Annotated[bool, typer.Option("--force", help="Write into a folder that is not empty, over files "
                                         "of the same names.")] = False,
 ) -> None:

@@ -29,7 +29,7 @@ def test_the_built_site_shows_the_tutorial_with_its_files_and_the_reference(
     browser.get((site / "tutorial" / "index.html").as_uri())
     assert browser.find_element(By.TAG_NAME, "h1").text == "Tutorial"
     code = "\n".join(block.text for block in browser.find_elements(By.CSS_SELECTOR, "pre code"))
-    for line in ("name: my_pipeline", "def silver_events():", "@dp.expect_or_quarantine(\"has_user\""):
+    for line in ("name: shop", "def silver_events():", "@dp.expect_or_quarantine(\"has_user\""):
         assert line in code, f"the tutorial page does not show {line!r}"
     assert (STARTER / "transformations" / "pipeline.py").read_text().splitlines()[0] in code
     links = {a.text.strip() for a in browser.find_elements(By.CSS_SELECTOR, "nav a") if a.text.strip()}

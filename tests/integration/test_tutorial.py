@@ -1,13 +1,16 @@
-"""The tutorial (docs/tutorial.md) as a reader follows it, from ``deltaflow init`` in an empty folder to the
-pipeline over Kafka (issue 42). The files the page shows are the files used here: the starter that
-``deltaflow init`` writes, and ``docs/tutorial/events-0002.json``, ``deltaflow.yml``, ``pipeline.py`` and
-``produce.py``. Tables are read back with ``deltalake``."""
+"""The tutorial (docs/tutorial.md) as a reader follows it: the page's own command blocks, in order, from an
+empty folder (issues 42 and 77). Each ``bash`` block's lines are run as written: ``deltaflow ...`` in this
+process, ``cd``, a ``cat > file <<'EOF'`` with the text the page shows, ``python produce.py``. The only
+lines not run are the ones that run until stopped (``ui``, ``run --continuous``) and the broker's start
+and stop: the session's broker stands in for ``deltaflow kafka start`` (``KAFKA_BOOTSTRAP``, as the page
+says for a broker elsewhere). After each step the tables are read back with ``deltalake`` and compared with
+what the page says they hold."""
 
 from __future__ import annotations
 
-import json
+import re
 import runpy
-import shutil
+import shlex
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +19,55 @@ from deltalake import DeltaTable
 from deltaflow.pipeline import Pipeline
 from helpers import cli
 
-TUTORIAL = Path(__file__).resolve().parents[2] / "docs" / "tutorial"
+ROOT = Path(__file__).resolve().parents[2]
+PAGE = ROOT / "docs" / "tutorial.md"
+#: Lines the test does not run, and why: each runs until stopped, or is the session's broker.
+NOT_RUN = {"deltaflow ui": "runs until Ctrl-C", "deltaflow run --continuous --ui": "runs until Ctrl-C",
+           "deltaflow kafka start": "the session's broker", "deltaflow kafka stop": "the session's broker"}
+
+
+def steps() -> list[tuple[str, list[str]]]:
+    """Each ``## N. title`` of the page with its bash blocks' lines (snippets included, comments kept)."""
+    found: list[tuple[str, list[str]]] = []
+    for section in re.split(r"^## ", PAGE.read_text(), flags=re.MULTILINE)[1:]:
+        title = section.splitlines()[0]
+        lines = [line for block in re.findall(r"^```bash\n(.*?)^```", section, re.MULTILINE | re.DOTALL)
+                 for line in block.splitlines()]
+        included = []
+        for line in lines:
+            snippet = re.fullmatch(r'--8<-- "([^"]+)"', line)
+            included += (ROOT / snippet.group(1)).read_text().splitlines() if snippet else [line]
+        found.append((title, included))
+    return found
+
+
+def run_lines(capsys: Any, monkeypatch: Any, lines: list[str]) -> list[str]:
+    """Run ``lines`` as a shell would; the ``deltaflow`` outputs, in order."""
+    outputs, skipped = [], []
+    lines = list(lines)
+    while lines:
+        line = lines.pop(0)
+        words = shlex.split(line, comments=True)
+        if not words:
+            continue
+        command = " ".join(words)
+        if command in NOT_RUN:
+            skipped.append(command)
+        elif words[0] == "cd":
+            monkeypatch.chdir(words[1])
+        elif words[:2] == ["cat", ">"] and words[3:] == ["<<EOF"]:
+            end = lines.index("EOF")
+            Path(words[2]).write_text("\n".join(lines[:end]) + "\n")
+            del lines[:end + 1]
+        elif words == ["python", "produce.py"]:
+            runpy.run_path("produce.py")
+        elif words[0] == "deltaflow":
+            done = cli(capsys, *words[1:])
+            assert done.returncode == 0, f"{line}: {done.stderr}"
+            outputs.append(done.stdout + done.stderr)
+        else:
+            raise AssertionError(f"the tutorial runs '{line}', which its test does not know how to run")
+    return outputs
 
 
 def rows(table: str) -> list[dict[str, Any]]:
@@ -32,68 +83,45 @@ def reasons() -> list[str]:
     return sorted(reason for r in rows("silver_events_quarantine") for reason in r["failed_expectations"])
 
 
-def shown(capsys, *args: str) -> dict[str, tuple[int, float]]:  # type: ignore[no-untyped-def]
-    """gold_actions as ``deltaflow ARGS --json`` prints it."""
-    lines = printed(capsys, *args, "--json").splitlines()
-    return {r["action"]: (r["events"], r["amount"]) for r in map(json.loads, lines)}
-
-
-def printed(capsys, *args: str) -> str:  # type: ignore[no-untyped-def]
-    """What ``deltaflow ARGS`` printed to stdout (for a script to parse)."""
-    done = cli(capsys, *args)
-    assert done.returncode == 0, f"deltaflow {' '.join(args)}: {done.stderr}"
-    return done.stdout
-
-
-def ok(capsys, *args: str) -> str:  # type: ignore[no-untyped-def]
-    done = cli(capsys, *args)
-    assert done.returncode == 0, f"deltaflow {' '.join(args)}: {done.stderr}"
-    return done.stdout + done.stderr
+def shown(output: str) -> dict[str, tuple[int, float]]:
+    """gold_actions as ``deltaflow show gold_actions`` printed it (the table's rows)."""
+    found = re.findall(r"^│ (\w+) +│ (\d+) +│ ([\d.]+) +│$", output, re.MULTILINE)
+    return {action: (int(events), float(amount)) for action, events, amount in found}
 
 
 def test_the_tutorial_runs_as_written(  # type: ignore[no-untyped-def]
         spark, tmp_path: Path, capsys, monkeypatch, kafka_bootstrap: str) -> None:
-    # 1. A new project
     monkeypatch.chdir(tmp_path)
-    ok(capsys, "init", "shop")
-    monkeypatch.chdir(tmp_path / "shop")
-    # 2. Run it
-    ok(capsys, "dry-run")
-    ok(capsys, "run", "--available-now")
+    monkeypatch.setenv("KAFKA_BOOTSTRAP", kafka_bootstrap)
+    page = steps()
+    assert [title.split(".")[0] for title, _ in page] == ["1", "2", "3", "4", "5", "6"]
+    (_, new), (_, first_run), (_, new_input), (_, look), (_, kafka), (_, keep) = page
+
+    run_lines(capsys, monkeypatch, new)
+    assert Path.cwd() == tmp_path / "shop" and (Path("landing") / "events-0001.json").is_file()
+
+    _, _, show = run_lines(capsys, monkeypatch, first_run)
     assert len(rows("bronze_events")) == 6 and len(rows("silver_events")) == 4
     assert reasons() == ["has_user"]
-    assert gold() == {"view": (2, 0.0), "buy": (2, 62.49)}
-    assert shown(capsys, "show", "gold_actions") == gold()
-    after_first = DeltaTable(Pipeline.load(Path()).layout.table("gold_actions")).version()
-    assert after_first == 1  # the version the page names
-    # 3. New input
-    shutil.copy(TUTORIAL / "events-0002.json", "landing/")
-    ok(capsys, "run", "--available-now")
-    assert gold() == {"view": (3, 0.0), "buy": (3, 72.49)}
-    assert shown(capsys, "show", "gold_actions") == gold()
-    first = {"view": (2, 0.0), "buy": (2, 62.49)}
-    assert shown(capsys, "show", "gold_actions", "--version", "1") == first
-    # 4. Look at it
-    assert "silver_events" in ok(capsys, "status")
-    buys = [json.loads(line) for line in
-            printed(capsys, "show", "silver_events", "--where", "action = 'buy'", "--json").splitlines()]
-    assert sorted(r["event_id"] for r in buys) == sorted(r["event_id"] for r in rows("silver_events")
-                                                         if r["action"] == "buy")
-    query = "SELECT user_id, count(*) AS events FROM silver_events GROUP BY user_id"
-    per_user = printed(capsys, "sql", query, "--csv").splitlines()
-    assert per_user[0] == "user_id,events" and len(per_user) - 1 == len({r["user_id"] for r in
-                                                                       rows("silver_events")})
-    assert "gold_actions" in ok(capsys, "history", "gold_actions")
-    assert "has_user" in ok(capsys, "quarantine", "silver_events")
-    # 5. Over Kafka
-    monkeypatch.chdir(tmp_path)
-    ok(capsys, "init", "clicks")
-    monkeypatch.chdir(tmp_path / "clicks")
-    shutil.copy(TUTORIAL / "deltaflow.yml", "deltaflow.yml")
-    shutil.copy(TUTORIAL / "pipeline.py", "transformations/pipeline.py")
-    monkeypatch.setenv("KAFKA_BOOTSTRAP", kafka_bootstrap)
-    runpy.run_path(str(TUTORIAL / "produce.py"))
-    ok(capsys, "run", "--available-now")
-    assert gold() == {"view": (2, 0.0), "buy": (2, 62.49)}
-    assert shown(capsys, "show", "gold_actions") == gold()
+    assert gold() == {"view": (2, 0.0), "buy": (2, 62.49)} == shown(show)
+    assert DeltaTable(Pipeline.load(Path()).layout.table("gold_actions")).version() == 1  # the page's
+
+    ran, now, then = run_lines(capsys, monkeypatch, new_input)
+    assert "1 duplicate dropped" in ran  # e1 again, as the page says
+    assert gold() == {"view": (3, 0.0), "buy": (3, 72.49)} == shown(now)
+    assert shown(then) == {"view": (2, 0.0), "buy": (2, 62.49)}
+
+    status, buys, per_user, history, quarantine = run_lines(capsys, monkeypatch, look)
+    assert "silver_events" in status and "gold_actions" in history and "has_user" in quarantine
+    assert sorted(re.findall(r"│ (e\d) ", buys)) == sorted(r["event_id"] for r in rows("silver_events")
+                                                            if r["action"] == "buy")
+    users = {r["user_id"] for r in rows("silver_events")}
+    assert len(re.findall(r"^│ u\d", per_user, re.MULTILINE)) == len(users)
+
+    _, _, show, quarantine = run_lines(capsys, monkeypatch, kafka)
+    assert Path.cwd() == tmp_path / "shop_kafka"
+    assert gold() == {"view": (2, 0.0), "buy": (2, 62.49)} == shown(show)
     assert reasons() == ["has_user", "malformed_json"]
+    assert "malformed_json" in quarantine
+
+    assert run_lines(capsys, monkeypatch, keep) == []  # both lines run until stopped or are the broker's

@@ -23,7 +23,7 @@ from deltaflow.errors import ConfigError
 
 #: The starter project, as files (the tutorial shows them): its name is written as ``my_pipeline``.
 STARTER = Path(__file__).resolve().parents[1] / "templates" / "starter"
-_NAME = "my_pipeline"
+_NAME = "shop"  # the starter says it; init writes the folder's name instead
 
 
 def init_project(folder: Path, example: str | None = None, force: bool = False) -> list[Path]:
