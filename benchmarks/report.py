@@ -59,7 +59,7 @@ def target(figure: dict[str, Any]) -> str:
 
 
 def summary(results: list[dict[str, Any]]) -> list[str]:
-    lines = ["| benchmark | what | deltaflow | against | advantage | target | |",
+    lines = ["| benchmark | what | deltaflow | against | advantage | target | met |",
              "|---|---|---:|---|---:|---|---|"]
     for result in results:
         for f in result["figures"]:
