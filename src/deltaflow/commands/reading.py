@@ -38,12 +38,19 @@ class ReadVerbs:
         """Each flow's state, last batch, rates and backlog, from the event log; flows not run yet too."""
         from deltaflow.commands.status import pipeline_status
 
-        return pipeline_status(self.spec, self.storage().read_once(), declared=self._declared_flows())
+        layout = self.storage().read_once()
+        return pipeline_status(self.spec, layout, declared=self._declared_flows(layout))
 
-    def _declared_flows(self) -> tuple[str, ...]:
-        """The definitions' flows (none when they do not load: the event log's flows are still shown)."""
+    def _declared_flows(self, layout: StorageLayout) -> tuple[str, ...]:
+        """The flows to list even without an event: the last run's, else the definitions' (if they load).
+
+        The last run's come from its graph record: ``status`` loads no pyspark then.
+        """
         from deltaflow.errors import DeltaflowError
+        from deltaflow.observe.graph_record import flow_locations, read_graph_record
 
+        if (record := read_graph_record(layout)) is not None:
+            return tuple(flow_locations(record))
         try:
             return tuple(self.graph.flows)
         except DeltaflowError:
