@@ -27,8 +27,9 @@ def screenshot(out: Path, seconds: int) -> None:
     from selenium.webdriver.chrome.service import Service
 
     with tempfile.TemporaryDirectory(prefix="deltaflow-demo-") as folder:
-        demo = subprocess.Popen([str(Path(sys.executable).parent / "deltaflow"), "demo", "--example", "clickstream",
-                                 "--seconds", str(seconds), "--rate", "2000"], cwd=folder,
+        deltaflow = str(Path(sys.executable).parent / "deltaflow")
+        demo = subprocess.Popen([deltaflow, "demo", "--example", "clickstream", "--seconds", str(seconds),
+                                 "--rate", "2000"], cwd=folder,
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         assert demo.stdout is not None
         url = None
