@@ -9,6 +9,7 @@ folder, waits until every flow has committed a few batches, and saves headless C
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import shutil
 import signal
@@ -16,20 +17,31 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def batches(url: str) -> int:
+    """The fewest batches any flow of the dashboard at ``url`` has committed (0 before each has one)."""
+    with urllib.request.urlopen(f"{url}api/state", timeout=10) as answer:
+        flows = json.load(answer).get("flows") or []
+    return min((int(f.get("last_batch") or 0) for f in flows), default=0) if len(flows) >= 3 else 0
+
+
 def screenshot(out: Path, seconds: int) -> None:
-    """Run the demo for ``seconds`` and save the dashboard as it stands two thirds of the way in."""
+    """Run the demo (for at most ``seconds``) and save the dashboard once every flow has a few batches."""
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
-    with tempfile.TemporaryDirectory(prefix="deltaflow-demo-") as folder:
+    folder = Path(tempfile.gettempdir()) / "deltaflow-demo"  # the path the page shows
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir()
+    try:
         deltaflow = str(Path(sys.executable).parent / "deltaflow")
-        demo = subprocess.Popen([deltaflow, "demo", "--example", "clickstream", "--seconds", str(seconds),
-                                 "--rate", "2000"], cwd=folder,
+        demo = subprocess.Popen([deltaflow, "demo", "--example", "clickstream", "--seconds", str(seconds)],
+                                cwd=folder,
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         assert demo.stdout is not None
         url = None
@@ -39,7 +51,9 @@ def screenshot(out: Path, seconds: int) -> None:
                 break
         if url is None:
             sys.exit("screenshot_dashboard: the demo printed no dashboard address")
-        time.sleep(seconds * 2 / 3)  # a few batches of every flow, gold's included
+        deadline = time.monotonic() + seconds - 10
+        while batches(url) < 5 and time.monotonic() < deadline:
+            time.sleep(2)
         options = webdriver.ChromeOptions()
         options.binary_location = str(shutil.which("chromium"))
         for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1400,1000"):
@@ -53,12 +67,14 @@ def screenshot(out: Path, seconds: int) -> None:
             browser.quit()
             demo.send_signal(signal.SIGINT)
             demo.wait(timeout=120)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
     print(f"wrote {out}")
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seconds", type=int, default=90, help="how long the demo runs")
+    parser.add_argument("--seconds", type=int, default=240, help="how long the demo may run")
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "dashboard.png")
     arguments = parser.parse_args()
     screenshot(arguments.out, arguments.seconds)
