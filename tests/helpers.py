@@ -214,7 +214,7 @@ def wait_group_gone(proc: subprocess.Popen[Any], what: str, timeout: float = 30)
 
 def cli(capsys: Any, *args: str) -> subprocess.CompletedProcess[str]:
     """Run ``deltaflow ARGS`` in this process (on the session's Spark, if it needs one), like a subprocess."""
-    from deltaflow.cli import invoke
+    from deltaflow.cli.main import invoke
 
     capsys.readouterr()
     code = invoke(list(args))

@@ -22,7 +22,7 @@ def cli_commands() -> Iterator[tuple[str, Any]]:
     """``(verb path, click command)`` for every verb of ``deltaflow``, sub-verbs included."""
     import typer
 
-    from deltaflow.cli import app
+    from deltaflow.cli.main import app
 
     def walk(command: Any, path: str) -> Iterator[tuple[str, Any]]:
         subs = getattr(command, "commands", None)

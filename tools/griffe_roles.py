@@ -19,7 +19,7 @@ def plain(text: str) -> str:
     """``text`` with each Sphinx role as code: ``:func:`~a.b``` -> ```b```.
 
     Examples:
-        >>> plain("see :func:`~deltaflow.api.table` and :class:`deltaflow.pipeline.Pipeline`")
+        >>> plain("see :func:`~deltaflow.define.datasets.table` and :class:`deltaflow.pipeline.Pipeline`")
         'see `table` and `deltaflow.pipeline.Pipeline`'
 
     """

@@ -9,7 +9,8 @@ Definition files use it as ``import deltaflow as dp``::
         return dp.read_kafka("clicks")
 """
 
-from deltaflow.api import (
+from deltaflow.define.context import parameter
+from deltaflow.define.datasets import (
     append_flow,
     by_window,
     create_auto_cdc_flow,
@@ -19,7 +20,16 @@ from deltaflow.api import (
     table,
     temporary_view,
 )
-from deltaflow.context import parameter
+from deltaflow.define.expectations import (
+    expect,
+    expect_all,
+    expect_all_or_drop,
+    expect_all_or_fail,
+    expect_all_or_quarantine,
+    expect_or_drop,
+    expect_or_fail,
+    expect_or_quarantine,
+)
 from deltaflow.errors import (
     ConfigError,
     DeltaflowError,
@@ -29,16 +39,6 @@ from deltaflow.errors import (
     SetupError,
     SinkError,
     SourceError,
-)
-from deltaflow.expectations import (
-    expect,
-    expect_all,
-    expect_all_or_drop,
-    expect_all_or_fail,
-    expect_all_or_quarantine,
-    expect_or_drop,
-    expect_or_fail,
-    expect_or_quarantine,
 )
 from deltaflow.parsing import parse_json
 from deltaflow.sources.delta import read, read_changes, read_stream

@@ -1,5 +1,5 @@
 """``python -m deltaflow`` is the ``deltaflow`` command."""
 
-from deltaflow.cli import main
+from deltaflow.cli.main import main
 
 main()

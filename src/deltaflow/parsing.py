@@ -30,8 +30,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from deltaflow.define.expectations import FAILED, RAW, RAW_BYTES
 from deltaflow.errors import GraphError
-from deltaflow.expectations import FAILED, RAW, RAW_BYTES
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame

@@ -43,8 +43,8 @@ if TYPE_CHECKING:
     from deltaflow.commands.replay import ReplayResult
     from deltaflow.commands.rewind import Rewind
     from deltaflow.commands.vacuum import VacuumResult
-    from deltaflow.context import PipelineContext
-    from deltaflow.graph import Flow, PipelineGraph
+    from deltaflow.define.context import PipelineContext
+    from deltaflow.define.graph import Flow, PipelineGraph
     from deltaflow.resolve.resolver import Resolver
     from deltaflow.runtime.metastore import Registration
     from deltaflow.runtime.nothing_new import NewInput
@@ -140,14 +140,14 @@ class Pipeline(ReadVerbs):
     def graph(self) -> PipelineGraph:
         """The datasets and flows the definition files register (loaded once, without Spark if it can)."""
         if self._graph is None:
-            from deltaflow.loader import load_graph
+            from deltaflow.define.loader import load_graph
 
             self._graph = load_graph(self.spec, start_spark=self.session)
         return self._graph
 
     def context(self) -> PipelineContext:
         """What a running definition may use: the session, the spec, the storage layout."""
-        from deltaflow.context import PipelineContext
+        from deltaflow.define.context import PipelineContext
 
         return PipelineContext(spark=self.session(), spec=self.spec, layout=self.layout)
 
@@ -254,7 +254,7 @@ class Pipeline(ReadVerbs):
 
     def fingerprint(self) -> str:
         """The digest of the spec and the definition files (see ``loader.definitions_fingerprint``)."""
-        from deltaflow.loader import definitions_fingerprint
+        from deltaflow.define.loader import definitions_fingerprint
 
         return definitions_fingerprint(self.spec)
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from deltalake import DeltaTable
 
-from deltaflow.cli import SAME_STOP_SECONDS
+from deltaflow.cli.main import SAME_STOP_SECONDS
 from helpers import Project, cli, cli_env, in_flight, wait_for, wait_group_gone
 
 EVENTS = 3_000

@@ -17,9 +17,9 @@ from datetime import timedelta
 
 import pytest
 
+from deltaflow.cli.render import text
 from deltaflow.commands.vacuum import vacuum_retention
 from deltaflow.errors import ConfigError
-from deltaflow.render import text
 from deltaflow.runtime.run_plan import RunPlan
 from deltaflow.sinks.carry import carried_flows, carrier_of
 from helpers import Project

@@ -16,10 +16,10 @@ from deltalake import DeltaTable
 
 from cdc_model import replay, scd1, scd2
 from cdc_project import COLUMNS, CUSTOMERS, forget_last_commit, graves, history, rows, run, txns, versions
+from deltaflow.cli.render import text
 from deltaflow.dev.sample_data import customer_changes
 from deltaflow.errors import FlowError, GraphError
 from deltaflow.pipeline import Pipeline
-from deltaflow.render import text
 from deltaflow.runtime.run_plan import RunPlan
 from deltaflow.sinks import cdc
 from deltaflow.spec import load_spec

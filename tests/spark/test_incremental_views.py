@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 from deltalake import DeltaTable
 
+from deltaflow.cli.render import text
 from deltaflow.errors import FlowError
-from deltaflow.render import text
 from helpers import Project, batch_ids
 
 MEASURES = """F.count("*").alias("n"), F.count("user").alias("with_user"),

@@ -9,9 +9,9 @@ from collections.abc import Callable
 
 import pytest
 
+from deltaflow.cli.render import dot, mermaid, text
 from deltaflow.errors import GraphError
 from deltaflow.pipeline import Pipeline
-from deltaflow.render import dot, mermaid, text
 from deltaflow.resolve.resolver import Resolver
 from deltaflow.spec import load_spec
 from helpers import Project, cli, free_port

@@ -5,9 +5,9 @@ from pathlib import Path
 import pytest
 
 import deltaflow as dp
-from deltaflow.api import registering
+from deltaflow.define.datasets import registering
+from deltaflow.define.graph import PipelineGraph
 from deltaflow.errors import GraphError
-from deltaflow.graph import PipelineGraph
 from deltaflow.pipeline import Pipeline
 from deltaflow.spec import parse_spec
 

@@ -37,7 +37,7 @@ def blocks(kind: str) -> list[tuple[str, str]]:
 def verbs() -> dict[str, Any]:
     import typer
 
-    from deltaflow.cli import app
+    from deltaflow.cli.main import app
 
     found: dict[str, Any] = {}
 

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from deltaflow.cli.progress import FlowTotals, format_batch
+from deltaflow.cli.render import picture
 from deltaflow.commands.init import init_project
 from deltaflow.pipeline import Pipeline
-from deltaflow.progress import FlowTotals, format_batch
-from deltaflow.render import picture
 from deltaflow.runtime.outcomes import BatchProgress
 from helpers import SparkStarted, cli
 
@@ -51,7 +51,7 @@ def test_the_verbs_are_listed_in_the_order_of_work(capsys: pytest.CaptureFixture
 
 def test_piped_output_is_not_wrapped(shop: Path, capsys: pytest.CaptureFixture[str],
                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    from deltaflow.cli_shared import console
+    from deltaflow.cli.shared import console
 
     monkeypatch.setenv("COLUMNS", "80")
     line = format_batch(BatchProgress("a_flow_with_a_rather_long_name_" * 3, 12, 123_456, 4_000.0, 9_000.0,

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 import deltaflow as dp
-from deltaflow.api import registering
+from deltaflow.define.datasets import registering
+from deltaflow.define.graph import PipelineGraph, WindowRefresh
 from deltaflow.errors import ConfigError, GraphError
-from deltaflow.graph import PipelineGraph, WindowRefresh
 from deltaflow.pipeline import Pipeline
 from deltaflow.runtime.triggers import Trigger, flow_triggers
 from deltaflow.spec import parse_spec

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from deltaflow.cli import invoke
+from deltaflow.cli.main import invoke
 from deltaflow.commands.init import init_project
 from deltaflow.errors import ConfigError
 from deltaflow.examples import example_names

@@ -116,7 +116,7 @@ def test_the_command_prints_a_table_json_lines_or_csv(layout: StorageLayout, tmp
 
 
 def test_structs_arrays_and_timestamps_read_as_values_in_the_table_and_as_json_in_csv(tmp_path: Path) -> None:
-    from deltaflow.views import cell, csv_text
+    from deltaflow.cli.views import cell, csv_text
 
     layout = StorageLayout(str(tmp_path / "storage"))
     window = pa.struct([("start", pa.timestamp("us", "UTC")), ("end", pa.timestamp("us", "UTC"))])

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
+from deltaflow.cli.progress import FlowTotals, format_outcome
 from deltaflow.errors import FlowError
-from deltaflow.progress import FlowTotals, format_outcome
 from deltaflow.runtime.holdback import failed_upstream, run_failure, skipped
 from deltaflow.runtime.outcomes import FlowOutcome
 

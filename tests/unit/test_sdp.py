@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from deltaflow.define.expectations import expectations_of
 from deltaflow.errors import ConfigError, GraphError
-from deltaflow.expectations import expectations_of
 from deltaflow.pipeline import Pipeline
 from deltaflow.sdp.sql import parse_sql
 from deltaflow.spec import find_spec, load_spec

@@ -143,7 +143,7 @@ def test_every_problem_of_a_spec_is_on_its_one_line() -> None:
 
 def test_a_misspelt_parameter_gets_the_closest_one() -> None:
     import deltaflow as dp
-    from deltaflow.context import PipelineContext, activate
+    from deltaflow.define.context import PipelineContext, activate
     from deltaflow.errors import ConfigError
 
     text = "name: p\nstorage: s\nconfiguration:\n  landing: in/\n"

@@ -84,7 +84,7 @@ def test_states_from_the_last_event() -> None:
 def test_the_table_fits_an_80_column_terminal_and_what_needs_a_look_is_below_it_whole() -> None:
     from rich.console import Console
 
-    from deltaflow.views import status_notes, status_table
+    from deltaflow.cli.views import status_notes, status_table
 
     kafka = [batch(i, rows=123_456, behind=1_200) for i in range(5)]
     error = "PythonException: ValueError: negative n, at transformations/defs.py:21 in the batch function"

@@ -7,7 +7,7 @@ import signal
 
 import pytest
 
-from deltaflow import cli
+from deltaflow.cli import main as cli
 
 
 def test_a_second_sigterm_landing_inside_the_first_ones_handler_is_the_same_stop(

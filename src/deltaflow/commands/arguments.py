@@ -19,23 +19,23 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from deltaflow.define.graph import KIND_LABELS, suggest
 from deltaflow.errors import ArgumentError, ConfigError
-from deltaflow.graph import KIND_LABELS, suggest
 
 if TYPE_CHECKING:
-    from deltaflow.graph import Dataset
+    from deltaflow.define.graph import Dataset
     from deltaflow.pipeline import Pipeline
 
 def moment(text: str | None, option: str = "--to-timestamp") -> datetime | None:
-    """``text`` as a time (see :func:`~deltaflow.durations.parse_moment`), or None when not given."""
-    from deltaflow.durations import parse_moment
+    """``text`` as a time (see :func:`~deltaflow.spec.durations.parse_moment`), or None when not given."""
+    from deltaflow.spec.durations import parse_moment
 
     return None if text is None else _as_argument(parse_moment, text, option)
 
 
 def duration(text: str | None, option: str = "--retain") -> timedelta | None:
-    """``text`` as a duration (see :func:`~deltaflow.durations.parse_duration`), or None when not given."""
-    from deltaflow.durations import parse_duration
+    """``text`` as a duration (:func:`~deltaflow.spec.durations.parse_duration`), or None when not given."""
+    from deltaflow.spec.durations import parse_duration
 
     return None if text is None else _as_argument(parse_duration, text, option)
 
@@ -124,7 +124,7 @@ def check_replay(pipeline: Pipeline, table: str) -> None:
         ConfigError: Nothing was quarantined yet.
 
     """
-    from deltaflow.expectations import expectations_of
+    from deltaflow.define.expectations import expectations_of
 
     found = dataset(pipeline, table, "quarantine replay")
     record = resolved_record(pipeline)
@@ -182,7 +182,7 @@ def check_vacuum(pipeline: Pipeline, tables: Sequence[str], retain: timedelta | 
 
     """
     from deltaflow.commands.vacuum import MIN_RETENTION
-    from deltaflow.durations import human
+    from deltaflow.spec.durations import human
 
     for name in tables:
         dataset(pipeline, name, "vacuum")

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 
 from deltaflow.commands.readers import stream_positions
 from deltaflow.commands.tables import open_table
-from deltaflow.durations import human, parse_duration
+from deltaflow.spec.durations import human, parse_duration
 
 if TYPE_CHECKING:
     from deltalake import DeltaTable

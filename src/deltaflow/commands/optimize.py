@@ -19,13 +19,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from deltaflow.define.graph import suggest
 from deltaflow.errors import ConfigError, first_line
 from deltaflow.faults import crash_while_jobs_run
-from deltaflow.graph import suggest
 from deltaflow.sinks.conflicts import retry_conflicts
 
 if TYPE_CHECKING:
-    from deltaflow.context import PipelineContext
+    from deltaflow.define.context import PipelineContext
 
 
 @dataclass(frozen=True)

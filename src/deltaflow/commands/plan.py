@@ -28,13 +28,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from deltaflow.graph import KIND_LABELS
+from deltaflow.define.graph import KIND_LABELS
 from deltaflow.observe.graph_record import read_graph_record
 from deltaflow.runtime.definition_changes import DefinitionChanges, DefinitionState, stays_message
 from deltaflow.runtime.refresh import FullRefresh
 
 if TYPE_CHECKING:
-    from deltaflow.graph import Flow, PipelineGraph
+    from deltaflow.define.graph import Flow, PipelineGraph
     from deltaflow.spec import Spec
     from deltaflow.storage import StorageLayout
 

@@ -14,11 +14,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from deltaflow.commands.tables import query_rows
+from deltaflow.define.graph import suggest
 from deltaflow.errors import ConfigError
-from deltaflow.graph import suggest
 
 if TYPE_CHECKING:
-    from deltaflow.graph import PipelineGraph
+    from deltaflow.define.graph import PipelineGraph
     from deltaflow.storage import StorageLayout
 
 _COLUMNS = ["flow", "batch_id", "quarantined_at", "failed_expectations", "record", "topic", "partition",
@@ -63,7 +63,7 @@ def quarantine_report(layout: StorageLayout, table: str, samples: int = 3) -> Qu
 
 def quarantines(graph: PipelineGraph, layout: StorageLayout, table: str) -> bool:
     """Whether a flow into ``table`` declares a quarantine (a rule, or ``dp.parse_json`` in the last run)."""
-    from deltaflow.expectations import expectations_of
+    from deltaflow.define.expectations import expectations_of
     from deltaflow.observe.graph_record import read_graph_record
 
     flows = [f for f in graph.flows.values() if f.target == table]

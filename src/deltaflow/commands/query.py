@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from deltaflow.commands.tables import open_table
+from deltaflow.define.graph import suggest
 from deltaflow.errors import ArgumentError
-from deltaflow.graph import suggest
 
 if TYPE_CHECKING:
     from deltalake import DeltaTable

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from deltaflow.commands.quarantine import QuarantineReport
     from deltaflow.commands.query import QueryResult
     from deltaflow.commands.status import FlowStatus
-    from deltaflow.graph import PipelineGraph
+    from deltaflow.define.graph import PipelineGraph
     from deltaflow.spec import Spec
     from deltaflow.storage import StorageLayout
 

@@ -26,14 +26,14 @@ import uuid
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING
 
+from deltaflow.define.expectations import passing
 from deltaflow.errors import ConfigError
-from deltaflow.expectations import passing
 from deltaflow.faults import crash_point
 from deltaflow.sinks.idempotent import idempotent_writes
 from deltaflow.sinks.quarantine import split_writer
 
 if TYPE_CHECKING:
-    from deltaflow.graph import Flow
+    from deltaflow.define.graph import Flow
     from deltaflow.resolve.resolver import Resolver
     from deltaflow.storage import StorageLayout
 

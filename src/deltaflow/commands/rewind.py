@@ -34,8 +34,8 @@ from typing import TYPE_CHECKING, Any
 from deltaflow.commands.history import TableVersion, log_history, table_history
 from deltaflow.commands.readers import checkpoint_position, commit_time
 from deltaflow.commands.tables import open_table
+from deltaflow.define.graph import suggest
 from deltaflow.errors import ConfigError
-from deltaflow.graph import suggest
 from deltaflow.runtime.checkpoints import copy_until
 from deltaflow.runtime.refresh import FullRefresh
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from deltaflow.define.graph import suggest
 from deltaflow.errors import ConfigError
-from deltaflow.graph import suggest
 
 if TYPE_CHECKING:
     from deltalake import DeltaTable

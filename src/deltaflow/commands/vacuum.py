@@ -27,10 +27,10 @@ from typing import TYPE_CHECKING
 from deltaflow.commands.horizons import FILE_RETENTION, table_retention
 from deltaflow.commands.readers import stream_positions
 from deltaflow.commands.tables import open_table
-from deltaflow.durations import human
 from deltaflow.errors import ConfigError
 from deltaflow.faults import crash_point
 from deltaflow.runtime.session import session_settings
+from deltaflow.spec.durations import human
 
 if TYPE_CHECKING:
     from deltaflow.resolve.resolver import Resolver

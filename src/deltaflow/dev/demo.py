@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from rich.console import Console
 from rich.live import Live
 
+from deltaflow.cli.progress import ProgressPrinter
 from deltaflow.dev.broker import EmbeddedKafka
 from deltaflow.dev.demo_summary import summary
 from deltaflow.dev.generator import EventGenerator, field_key
@@ -54,7 +55,6 @@ from deltaflow.dev.topics import create_topic
 from deltaflow.errors import ArgumentError, ConfigError
 from deltaflow.examples import example_path
 from deltaflow.pipeline import Pipeline
-from deltaflow.progress import ProgressPrinter
 from deltaflow.runtime.metastore import database_of
 from deltaflow.runtime.run_log import LOG_VARIABLE, new_log
 from deltaflow.spec import MetastoreSpec, Spec
@@ -311,7 +311,7 @@ def run_demo(*, seconds: int, rate: int, storage: Path, port: int, stop: threadi
 
 def _serve_ui(pipeline: Pipeline, console: Console) -> UiServer:
     """The dashboard beside the demo: on its usual port, or any free one when that is taken."""
-    from deltaflow.cli_shared import start_ui
+    from deltaflow.cli.shared import start_ui
 
     try:
         return start_ui(pipeline, console=console)

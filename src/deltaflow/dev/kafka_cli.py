@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from deltaflow.cli_shared import say
+from deltaflow.cli.shared import say
 from deltaflow.dev.server_cli import JsonOption, answer_status
 
 kafka_app = typer.Typer(help="Run an embedded Apache Kafka broker on loopback (development, tests, demo).",

@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from deltaflow.cli_shared import say
+from deltaflow.cli.shared import say
 from deltaflow.dev.server_cli import JsonOption, answer_status
 
 metastore_app = typer.Typer(help="Run a Hive Metastore service on loopback: the pipelines' tables by name.",

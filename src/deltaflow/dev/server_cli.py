@@ -13,7 +13,7 @@ from typing import Annotated, Any
 
 import typer
 
-from deltaflow.cli_shared import say
+from deltaflow.cli.shared import say
 
 JsonOption = Annotated[bool, typer.Option("--json", help="JSON instead of a line of text.")]
 

@@ -17,8 +17,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
+from deltaflow.define.graph import suggest
 from deltaflow.errors import GraphError
-from deltaflow.graph import suggest
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame

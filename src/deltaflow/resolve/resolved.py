@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame
     from pyspark.sql.types import StructType
 
-    from deltaflow.graph import DatasetKind, Flow, PipelineGraph
+    from deltaflow.define.graph import DatasetKind, Flow, PipelineGraph
 
 
 @dataclass

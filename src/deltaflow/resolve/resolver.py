@@ -25,9 +25,9 @@ from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
-from deltaflow.context import PipelineContext, activate, current
+from deltaflow.define.context import PipelineContext, activate, current
+from deltaflow.define.graph import KIND_LABELS, Dataset, DatasetKind, Flow, PipelineGraph, suggest
 from deltaflow.errors import DeltaflowError, GraphError, first_line
-from deltaflow.graph import KIND_LABELS, Dataset, DatasetKind, Flow, PipelineGraph, suggest
 from deltaflow.resolve import reads
 from deltaflow.resolve.resolved import ResolvedFlow, ResolvedGraph
 from deltaflow.resolve.state import resolving
@@ -141,8 +141,8 @@ class Resolver(ResolvedGraph):
         return resolved
 
     def _checked(self, resolved: ResolvedFlow) -> DataFrame:
-        """The flow's DataFrame with its expectations applied (see :mod:`deltaflow.expectations`)."""
-        from deltaflow.expectations import carries_failures, checked, expectations_of
+        """The flow's DataFrame with its expectations applied (see :mod:`deltaflow.define.expectations`)."""
+        from deltaflow.define.expectations import carries_failures, checked, expectations_of
 
         flow, df = resolved.flow, resolved.df
         rules = expectations_of(flow.func)
@@ -187,7 +187,7 @@ class Resolver(ResolvedGraph):
             from deltaflow.sinks.cdc_target import target_schema
 
             return target_schema(flows[0].flow, flows[0].df.schema)
-        from deltaflow.expectations import table_schema
+        from deltaflow.define.expectations import table_schema
 
         return table_schema(flows[0].df)
 
@@ -336,7 +336,7 @@ class Resolver(ResolvedGraph):
 
         Used to re-feed quarantined rows: the stand-in holds the input rows they came from.
         """
-        from deltaflow.expectations import checked, expectations_of
+        from deltaflow.define.expectations import checked, expectations_of
 
         return checked(self.rebuild(flow, stand_ins=stand_ins), flow.name, expectations_of(flow.func))
 

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from deltaflow.define.scoped import Scoped
 from deltaflow.errors import GraphError
-from deltaflow.scoped import Scoped
 
 if TYPE_CHECKING:
     from deltaflow.resolve.resolver import Resolver

@@ -36,7 +36,7 @@ from deltaflow.runtime.checkpoints import copy_own_sources
 from deltaflow.sinks.carry import carried_flows, carrier_of, carry_record, record_carry
 
 if TYPE_CHECKING:
-    from deltaflow.graph import PipelineGraph
+    from deltaflow.define.graph import PipelineGraph
     from deltaflow.resolve.resolved import ResolvedGraph
     from deltaflow.runtime.triggers import Trigger
     from deltaflow.storage import FlowCheckpoint, StorageLayout

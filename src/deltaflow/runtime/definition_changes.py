@@ -1,6 +1,6 @@
 """Which datasets' definitions changed since the last run, and the record each run leaves of them.
 
-Each run records every dataset's definition fingerprint (:mod:`deltaflow.fingerprints`) in
+Each run records every dataset's definition fingerprint (:mod:`deltaflow.define.fingerprints`) in
 ``StorageLayout.definitions_record``, once it has asked for what the changes need. The next run compares:
 
 * a materialized view whose definition changed is rebuilt in full (one atomic commit, through the full
@@ -26,10 +26,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal
 
-from deltaflow.fingerprints import dataset_fingerprints
+from deltaflow.define.fingerprints import dataset_fingerprints
 
 if TYPE_CHECKING:
-    from deltaflow.graph import PipelineGraph
+    from deltaflow.define.graph import PipelineGraph
     from deltaflow.runtime.outcomes import MessageCallback
     from deltaflow.spec import Spec
     from deltaflow.storage import StorageLayout

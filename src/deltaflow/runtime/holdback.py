@@ -29,7 +29,7 @@ from deltaflow.runtime.refresh import refresh_dataset
 if TYPE_CHECKING:
     from pyspark.sql.streaming.query import StreamingQuery
 
-    from deltaflow.graph import PipelineGraph
+    from deltaflow.define.graph import PipelineGraph
     from deltaflow.sinks.writer import FlowWriters
 
 

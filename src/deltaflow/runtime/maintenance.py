@@ -24,9 +24,9 @@ from collections import Counter
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from deltaflow.durations import human, parse_duration
+from deltaflow.define.graph import suggest
 from deltaflow.errors import ConfigError, first_line
-from deltaflow.graph import suggest
+from deltaflow.spec.durations import human, parse_duration
 
 if TYPE_CHECKING:
     from deltaflow.resolve.resolver import Resolver

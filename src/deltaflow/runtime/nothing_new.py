@@ -10,7 +10,7 @@ batch (its checkpoint's ``offsets/N`` with ``commits/N``) is compared with its s
 
 Anything that cannot be shown to be quiet starts Spark as before: a flow with no committed batch or a batch
 in flight, a source of another kind or that does not answer, a file source on a glob or object storage,
-definitions or spec changed since the last run (:func:`~deltaflow.loader.definitions_fingerprint`, and
+definitions or spec changed since the last run (:func:`~deltaflow.define.loader.definitions_fingerprint`, and
 each dataset's own fingerprint, which sees the project's helper modules too), a
 refresh or rewind to finish, a flow whose last run failed, table upkeep configured. A wrong "nothing new"
 could only delay rows to a later run, since no checkpoint moves; the checks only say it when they know.
@@ -44,7 +44,7 @@ from deltaflow.runtime.checkpoints import unfinished_batch
 from deltaflow.runtime.definition_changes import DefinitionChanges
 
 if TYPE_CHECKING:
-    from deltaflow.graph import Flow, PipelineGraph
+    from deltaflow.define.graph import Flow, PipelineGraph
     from deltaflow.runtime.outcomes import FlowOutcome
     from deltaflow.spec import Spec
     from deltaflow.storage import FlowCheckpoint, StorageLayout

@@ -39,7 +39,7 @@ class BatchProgress:
         the query writes other flows too (one carrying another), so what it dropped or quarantined is not
         said to be this flow's.
         """
-        from deltaflow.expectations import DROPPED, METRICS, QUARANTINED, ROWS
+        from deltaflow.define.expectations import DROPPED, METRICS, QUARANTINED, ROWS
         from deltaflow.runtime.event_log import REFRESH_KEY
         from deltaflow.sinks.read_rows import observed_rows
 

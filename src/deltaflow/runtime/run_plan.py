@@ -11,11 +11,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from deltaflow.define.graph import suggest
 from deltaflow.errors import ArgumentError
-from deltaflow.graph import suggest
 
 if TYPE_CHECKING:
-    from deltaflow.graph import PipelineGraph
+    from deltaflow.define.graph import PipelineGraph
 
 
 @dataclass(frozen=True)

@@ -53,8 +53,8 @@ from deltaflow.storage.lease import TableLeases, lease_ttl
 if TYPE_CHECKING:
     from pyspark.sql.streaming.query import StreamingQuery
 
-    from deltaflow.context import PipelineContext
-    from deltaflow.graph import Flow, PipelineGraph
+    from deltaflow.define.context import PipelineContext
+    from deltaflow.define.graph import Flow, PipelineGraph
     from deltaflow.resolve.reads import ReadMode
 
 POLL_SECONDS = 0.2

@@ -13,10 +13,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from deltaflow.define.graph import suggest
 from deltaflow.errors import ArgumentError, ConfigError
-from deltaflow.graph import suggest
 from deltaflow.spec import Spec, TriggerMode
-from deltaflow.spec_sections import INTERVAL
+from deltaflow.spec.sections import INTERVAL
 
 if TYPE_CHECKING:
     from pyspark.sql.streaming.readwriter import DataStreamWriter

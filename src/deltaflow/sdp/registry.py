@@ -3,8 +3,8 @@
 A definition file written for SDP imports ``from pyspark import pipelines as dp``; its decorators and
 functions build SDP's own descriptions (``StreamingTable``, ``MaterializedView``, ``Flow``...) and hand
 them to the active ``GraphElementRegistry``. While deltaflow loads the files, that registry is a
-:class:`SdpRegistry`, which turns each into deltaflow's :class:`~deltaflow.graph.Dataset` and
-:class:`~deltaflow.graph.Flow`. Every argument is honoured, or (where it has no meaning here) kept as a
+:class:`SdpRegistry`, which turns each into deltaflow's :class:`~deltaflow.define.graph.Dataset` and
+:class:`~deltaflow.define.graph.Flow`. Every argument is honoured, or (where it has no meaning here) kept as a
 note naming its file and line (:attr:`PipelineGraph.notes`), never silently dropped.
 
 Examples:
@@ -27,15 +27,15 @@ from pyspark.pipelines.graph_element_registry import (
     graph_element_registration_context,
 )
 
-from deltaflow.graph import AutoCdc, Dataset, DatasetKind, Flow, SourceLocation
-from deltaflow.registry import caller_location, relative_location
+from deltaflow.define.graph import AutoCdc, Dataset, DatasetKind, Flow, SourceLocation
+from deltaflow.define.registry import caller_location, relative_location
 from deltaflow.sdp.notes import one_session, table_notes
 from deltaflow.sdp.sql_flows import register_sql_file
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-    from deltaflow.graph import PipelineGraph
+    from deltaflow.define.graph import PipelineGraph
 
 _KINDS: dict[type, DatasetKind] = {sdp_output.MaterializedView: "materialized_view",
                                    sdp_output.StreamingTable: "table",
@@ -101,7 +101,7 @@ class SdpRegistry(GraphElementRegistry):
         self.graph.add_flow(Flow(name=flow.name, target=flow.target, func=flow.func, location=where))
 
     def register_auto_cdc_flow(self, flow: sdp_flow.AutoCdcFlow) -> None:  # noqa: D102
-        from deltaflow.cdc_api import cdc_flow
+        from deltaflow.define.cdc import cdc_flow
 
         cdc = AutoCdc(keys=tuple(map(column_sql, flow.keys)), sequence_by=(column_sql(flow.sequence_by),),
                       apply_as_deletes=(column_sql(flow.apply_as_deletes)
@@ -156,7 +156,7 @@ def create_auto_cdc_flow(
         ...                         sequence_by="ts", stored_as_scd_type=2)
 
     """
-    from deltaflow.cdc_api import add_auto_cdc_flow
+    from deltaflow.define.cdc import add_auto_cdc_flow
 
     add_auto_cdc_flow(
         caller_location(), target, source, [column_sql(k) for k in keys],

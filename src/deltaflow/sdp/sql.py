@@ -28,8 +28,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Literal
 
+from deltaflow.define.graph import AutoCdc
 from deltaflow.errors import GraphError
-from deltaflow.graph import AutoCdc
 from deltaflow.sdp.sql_cdc import auto_cdc_flow
 
 SqlKind = Literal["table", "materialized_view", "temporary_view", "flow", "set"]

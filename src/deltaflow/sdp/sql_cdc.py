@@ -25,8 +25,8 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
+from deltaflow.define.graph import AutoCdc
 from deltaflow.errors import GraphError
-from deltaflow.graph import AutoCdc
 
 
 class Statement(Protocol):

@@ -16,11 +16,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from deltaflow.cdc_api import cdc_flow
-from deltaflow.expectations import expect, expect_or_drop, expect_or_fail
-from deltaflow.fingerprints import SQL_ATTRIBUTE
-from deltaflow.graph import Dataset, Flow, PipelineGraph
-from deltaflow.registry import relative_location
+from deltaflow.define.cdc import cdc_flow
+from deltaflow.define.expectations import expect, expect_or_drop, expect_or_fail
+from deltaflow.define.fingerprints import SQL_ATTRIBUTE
+from deltaflow.define.graph import Dataset, Flow, PipelineGraph
+from deltaflow.define.registry import relative_location
 from deltaflow.sdp.notes import one_session, table_notes
 from deltaflow.sdp.sql import SqlDefinition, parse_sql
 

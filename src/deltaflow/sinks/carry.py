@@ -49,7 +49,7 @@ from deltaflow.sinks.txn_append import append_once
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-    from deltaflow.graph import BatchHandler
+    from deltaflow.define.graph import BatchHandler
     from deltaflow.resolve.resolved import ResolvedGraph
     from deltaflow.storage import FlowCheckpoint, StorageLayout
 
@@ -58,7 +58,7 @@ _BRANCH = "_df_{}"
 
 def carrier_of(graph: ResolvedGraph, flow: str) -> tuple[str | None, str | None]:
     """``(upstream flow, None)`` when ``flow`` can run inside that flow's query, else ``(None, why not)``."""
-    from deltaflow.expectations import expectations_of
+    from deltaflow.define.expectations import expectations_of
 
     resolved = graph.flows[flow]
     spec = resolved.flow

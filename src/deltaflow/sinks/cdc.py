@@ -57,7 +57,7 @@ if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
     from pyspark.sql.types import StructType
 
-    from deltaflow.graph import Flow
+    from deltaflow.define.graph import Flow
 
 _FRESH = "_df_fresh"
 _GUARD = "deltaflow auto CDC: an event without a"  # raise_error's message in a guarded batch

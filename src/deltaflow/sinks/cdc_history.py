@@ -23,7 +23,7 @@ from deltaflow.sinks.merge_keys import merge_condition
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
 
-    from deltaflow.graph import AutoCdc
+    from deltaflow.define.graph import AutoCdc
     from deltaflow.sinks.tombstones import Tombstones
 
 _SRC = "_df_src"

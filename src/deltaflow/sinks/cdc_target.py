@@ -20,7 +20,7 @@ from deltaflow.sinks.tombstones import SEQUENCE
 if TYPE_CHECKING:
     from pyspark.sql.types import DataType, StructType
 
-    from deltaflow.graph import AutoCdc, Flow
+    from deltaflow.define.graph import AutoCdc, Flow
 
 START_AT, END_AT = "__START_AT", "__END_AT"
 # The columns the writer gives each event: its sequence (when not a column of its own), its kind, and its

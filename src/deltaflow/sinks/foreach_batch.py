@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame
     from pyspark.sql.streaming.query import StreamingQuery
 
-    from deltaflow.graph import BatchHandler
+    from deltaflow.define.graph import BatchHandler
     from deltaflow.runtime.triggers import Trigger
     from deltaflow.storage import FlowCheckpoint, StorageLayout
 

@@ -53,7 +53,7 @@ if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
     from pyspark.sql.types import StructType
 
-    from deltaflow.graph import WindowRefresh
+    from deltaflow.define.graph import WindowRefresh
     from deltaflow.sinks.incremental_plan import IncrementalPlan, Measure
     from deltaflow.sinks.materialize import MaterializedView
 

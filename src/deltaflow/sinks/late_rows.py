@@ -33,8 +33,8 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
-from deltaflow.durations import parse_duration
 from deltaflow.errors import ConfigError
+from deltaflow.spec.durations import parse_duration
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -124,7 +124,7 @@ def closed_before(watermark_ms: int, duration: str) -> int:
     """The end (ms) of the newest ``duration`` window closed at ``watermark_ms``.
 
     Rows before it are in closed windows, rows from it on in open ones (Spark's tumbling windows start at
-    multiples of their length). A length :func:`~deltaflow.durations.parse_duration` cannot read gives
+    multiples of their length). A length :func:`~deltaflow.spec.durations.parse_duration` cannot read gives
     the watermark itself (every row before it read).
 
     Examples:

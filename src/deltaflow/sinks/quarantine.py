@@ -26,14 +26,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from deltaflow.expectations import FAILED, INTERNAL_COLUMNS, RAW, RAW_BYTES
+from deltaflow.define.expectations import FAILED, INTERNAL_COLUMNS, RAW, RAW_BYTES
 from deltaflow.sinks.idempotent import session_stamp
 from deltaflow.sinks.txn_append import append_once
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-    from deltaflow.graph import BatchHandler
+    from deltaflow.define.graph import BatchHandler
 
 QUARANTINE_SCHEMA = (
     "flow STRING, batch_id BIGINT, quarantined_at TIMESTAMP, failed_expectations ARRAY<STRING>, "

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
     from pyspark.sql.types import StructType
 
-    from deltaflow.graph import Dataset, Flow
+    from deltaflow.define.graph import Dataset, Flow
     from deltaflow.resolve.resolver import Resolver
 
 def ensure_table(spark: SparkSession, dataset: Dataset, path: str, schema: StructType,

@@ -29,7 +29,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from deltaflow.expectations import table_schema
+from deltaflow.define.expectations import table_schema
 from deltaflow.runtime.checkpoint_repair import repair_checkpoint
 from deltaflow.runtime.checkpoints import clear_interrupted_writes
 from deltaflow.sinks.append import start_append
@@ -46,7 +46,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame
     from pyspark.sql.streaming.query import StreamingQuery
 
-    from deltaflow.graph import BatchHandler, Flow
+    from deltaflow.define.graph import BatchHandler, Flow
     from deltaflow.resolve.resolver import Resolver
     from deltaflow.runtime.triggers import Trigger
     from deltaflow.storage import FlowCheckpoint

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from deltaflow.context import current, has_current
+from deltaflow.define.context import current, has_current
 from deltaflow.errors import GraphError
 from deltaflow.resolve.state import active_resolver, building
 
@@ -171,8 +171,8 @@ class LoadingConf:
             return self.configuration[key]
         if default is not None:
             return default
-        from deltaflow.graph import suggest
-        from deltaflow.registry import caller_location
+        from deltaflow.define.graph import suggest
+        from deltaflow.define.registry import caller_location
 
         spark_setting = key.startswith("spark.")
         what = "read it inside a dataset function" if spark_setting else "set it under configuration"
@@ -182,7 +182,7 @@ class LoadingConf:
 
     def set(self, key: str, value: str) -> None:
         """Refused: a definition file sets nothing while it loads."""
-        from deltaflow.registry import caller_location
+        from deltaflow.define.registry import caller_location
 
         raise GraphError(f"spark.conf.set('{key}', ...) while the definitions load: set it under "
                          "configuration in the spec", location=str(caller_location()),

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from deltaflow.context import current
+from deltaflow.define.context import current
 from deltaflow.errors import SourceError
 from deltaflow.resolve.state import note_source
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import socket
 from typing import TYPE_CHECKING, Any
 
-from deltaflow.context import current
+from deltaflow.define.context import current
 from deltaflow.errors import SourceError
 from deltaflow.resolve.state import analysing, note_source, warn
 

@@ -18,7 +18,7 @@ import re
 from collections.abc import Collection
 from typing import TYPE_CHECKING
 
-from deltaflow.context import current
+from deltaflow.define.context import current
 from deltaflow.errors import GraphError
 from deltaflow.resolve.state import active_resolver
 

@@ -306,6 +306,6 @@ class TableLeases:
 
 def lease_ttl(spec_ttl: str) -> float:
     """The spec's ``lease.ttl`` in seconds."""
-    from deltaflow.durations import parse_duration
+    from deltaflow.spec.durations import parse_duration
 
     return parse_duration(spec_ttl).total_seconds()

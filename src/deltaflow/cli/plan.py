@@ -1,13 +1,13 @@
 """``deltaflow plan``: what changed since the last run and what the next one does, writing nothing.
 
-A thin function over :meth:`deltaflow.pipeline.Pipeline.plan`; ``deltaflow.cli`` registers it.
+A thin function over :meth:`deltaflow.pipeline.Pipeline.plan`; ``deltaflow.cli.main`` registers it.
 """
 
 from __future__ import annotations
 
 import json
 
-from deltaflow.cli_shared import JsonOption, SpecOption, err, load, say
+from deltaflow.cli.shared import JsonOption, SpecOption, err, load, say
 from deltaflow.runtime.run_log import run_log
 
 

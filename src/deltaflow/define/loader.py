@@ -21,10 +21,10 @@ import traceback
 from collections.abc import Callable
 from pathlib import Path
 
-from deltaflow.api import registering
+from deltaflow.define.datasets import registering
+from deltaflow.define.fingerprints import dataset_fingerprints
+from deltaflow.define.graph import PipelineGraph
 from deltaflow.errors import DeltaflowError, GraphError
-from deltaflow.fingerprints import dataset_fingerprints
-from deltaflow.graph import PipelineGraph
 from deltaflow.sources.delta import SparkProxy
 from deltaflow.spec import Spec
 
@@ -51,7 +51,7 @@ def definitions_fingerprint(spec: Spec) -> str:
     """A digest of what a run's graph is built from: deltaflow's version, the spec, every definition file.
 
     Secret values are left out (``Spec.redacted``). A module the definition files import is not in it:
-    each dataset's fingerprint (:mod:`deltaflow.fingerprints`) sees the project's helpers.
+    each dataset's fingerprint (:mod:`deltaflow.define.fingerprints`) sees the project's helpers.
 
     Examples:
         >>> definitions_fingerprint(spec)  # doctest: +SKIP

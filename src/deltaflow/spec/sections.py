@@ -51,7 +51,7 @@ def _check_interval(value: str | None) -> str | None:
 def check_duration(value: str | None) -> str | None:
     """``value`` if it reads as a duration (``7d``, ``36h``, ``10 minutes``), else a ValueError."""
     if value is not None:
-        from deltaflow.durations import parse_duration
+        from deltaflow.spec.durations import parse_duration
 
         try:
             parse_duration(value)
@@ -133,7 +133,7 @@ class S3Spec(Strict):
     @property
     def retry_seconds(self) -> float:
         """``retry_budget`` in seconds."""
-        from deltaflow.durations import parse_duration
+        from deltaflow.spec.durations import parse_duration
 
         return parse_duration(self.retry_budget).total_seconds()
 

@@ -15,8 +15,8 @@ from rich import box
 from rich.markup import escape
 from rich.table import Table
 
+from deltaflow.cli.progress import RATE_FROM_ROWS, plural
 from deltaflow.commands.status import NOT_RUN
-from deltaflow.progress import RATE_FROM_ROWS, plural
 
 if TYPE_CHECKING:
     from deltaflow.commands.history import TableVersion

@@ -4,7 +4,7 @@ Definitions only register at import time; their functions are called later by th
 :func:`activate`, so that ``dp.read_kafka`` and friends know where they are.
 
 Examples:
-    >>> from deltaflow.context import current
+    >>> from deltaflow.define.context import current
     >>> current()  # doctest: +SKIP
     PipelineContext(spark=<SparkSession>, spec=Spec(name='clickstream', ...))
 
@@ -15,8 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from deltaflow.define.scoped import Scoped
 from deltaflow.errors import ConfigError, GraphError
-from deltaflow.scoped import Scoped
 from deltaflow.storage.layout import StorageLayout
 
 if TYPE_CHECKING:
@@ -79,7 +79,7 @@ def parameter(name: str, default: str | None = None) -> str:
     spec = current().spec
     value = spec.parameters.get(name, default)
     if value is None:
-        from deltaflow.graph import suggest
+        from deltaflow.define.graph import suggest
 
         close = suggest(name, spec.parameters)
         raise ConfigError(f"configuration: parameter '{name}' is not set{close}", location=str(spec.path),

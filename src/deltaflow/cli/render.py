@@ -15,7 +15,7 @@ import json
 import re
 from typing import TYPE_CHECKING, Any
 
-from deltaflow.graph import KIND_LABELS
+from deltaflow.define.graph import KIND_LABELS
 
 if TYPE_CHECKING:
     from deltaflow.resolve.resolved import ResolvedGraph as Resolver

@@ -47,10 +47,10 @@ from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 
-from deltaflow.cli_analyse import ANALYSE_VERBS
-from deltaflow.cli_plan import PLAN_VERBS
-from deltaflow.cli_project import PROJECT_VERBS
-from deltaflow.cli_shared import (
+from deltaflow.cli.analyse import ANALYSE_VERBS
+from deltaflow.cli.plan import PLAN_VERBS
+from deltaflow.cli.project import PROJECT_VERBS
+from deltaflow.cli.shared import (
     SpecOption,
     UiPortOption,
     err,
@@ -60,7 +60,7 @@ from deltaflow.cli_shared import (
     say,
     start_ui,
 )
-from deltaflow.cli_tables import TABLE_VERBS
+from deltaflow.cli.tables import TABLE_VERBS
 from deltaflow.dev.cluster_cli import cluster_app
 from deltaflow.dev.kafka_cli import PortOption, kafka_app
 from deltaflow.dev.metastore_cli import metastore_app
@@ -195,7 +195,7 @@ def run(
     ui_port: UiPortOption = None,
 ) -> None:
     """Run the pipeline's flows (default trigger: the spec's, else --available-now)."""
-    from deltaflow.progress import ProgressPrinter, format_outcome
+    from deltaflow.cli.progress import ProgressPrinter, format_outcome
     from deltaflow.runtime.run_plan import RunPlan
 
     flags: list[tuple[TriggerMode, bool]] = [("available_now", available_now), ("continuous", continuous),
@@ -247,7 +247,7 @@ def run(
 def status(spec: SpecOption = None, as_json: Annotated[bool, typer.Option(
         "--json", help="One JSON object per flow.")] = False) -> None:
     """Each flow's state, last batch, rows/s in vs processed and backlog, from the event log (no Spark)."""
-    from deltaflow.views import status_notes, status_table
+    from deltaflow.cli.views import status_notes, status_table
 
     pipeline = load(spec, reading=True)
     flows = pipeline.status()
@@ -295,8 +295,8 @@ def quarantine(
 
     Replay them once the schema or the rule is fixed: they go through the flow's current definition.
     """
+    from deltaflow.cli.views import quarantine_tables
     from deltaflow.commands.changes import json_line
-    from deltaflow.views import quarantine_tables
 
     if replay_table is None and where is not None:
         raise typer.BadParameter("--where is for 'deltaflow quarantine replay TABLE'", param_hint="--where")
@@ -359,7 +359,7 @@ def invoke(args: Sequence[str] | None = None) -> int:
         0
 
     """
-    from deltaflow.cli_help import tidy
+    from deltaflow.cli.help import tidy
 
     command = tidy(typer.main.get_command(app))
     return exit_code(lambda: command.main(args=list(args) if args is not None else None,

@@ -22,7 +22,7 @@ within its file changes nothing. Functions of deltaflow, pyspark and other insta
 name only: upgrading them does not count as a change of every definition.
 
 Examples:
-    >>> from deltaflow.graph import PipelineGraph
+    >>> from deltaflow.define.graph import PipelineGraph
     >>> dataset_fingerprints(PipelineGraph(), ".", {})
     {}
 
@@ -47,10 +47,10 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from deltaflow.expectations import expectations_of
+from deltaflow.define.expectations import expectations_of
 
 if TYPE_CHECKING:
-    from deltaflow.graph import PipelineGraph
+    from deltaflow.define.graph import PipelineGraph
 
 #: The attribute holding a SQL flow's query on its function (set by :mod:`deltaflow.sdp.sql_flows`).
 SQL_ATTRIBUTE = "__deltaflow_sql__"

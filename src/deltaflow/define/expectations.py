@@ -70,7 +70,7 @@ def _stack(action: Action, rules: Mapping[str, str]) -> Callable[[F], F]:
 
     def decorate(func: F) -> F:
         if func is None:  # stacked above a decorator that returns None: Spark Declarative Pipelines' own
-            from deltaflow.registry import active_graph
+            from deltaflow.define.registry import active_graph
 
             flows = list(active_graph("an expectation above an SDP decorator").flows.values())
             if not flows:

@@ -1,12 +1,12 @@
 """The pipeline graph that definitions register into while deltaflow loads a definition file.
 
-:func:`registering` makes a :class:`~deltaflow.graph.PipelineGraph` the active one for a block; the
-decorators and functions of :mod:`deltaflow.api` and :mod:`deltaflow.cdc_api` add their datasets and
-flows to it through :func:`active_graph`, each with the :class:`~deltaflow.graph.SourceLocation` it was
-declared at. Nothing here touches Spark.
+:func:`registering` makes a :class:`~deltaflow.define.graph.PipelineGraph` the active one for a
+block; the decorators and functions of :mod:`deltaflow.define.datasets` and :mod:`deltaflow.define.cdc` add
+their datasets and flows to it through :func:`active_graph`, each with the
+:class:`~deltaflow.define.graph.SourceLocation` it was declared at. Nothing here touches Spark.
 
 Examples:
-    >>> from deltaflow.graph import PipelineGraph
+    >>> from deltaflow.define.graph import PipelineGraph
     >>> with registering(PipelineGraph()) as graph:  # doctest: +SKIP
     ...     runpy.run_path("pipelines/clicks.py")
 
@@ -21,9 +21,9 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
+from deltaflow.define.graph import PipelineGraph, SourceLocation
+from deltaflow.define.scoped import Scoped
 from deltaflow.errors import GraphError
-from deltaflow.graph import PipelineGraph, SourceLocation
-from deltaflow.scoped import Scoped
 
 _REGISTRY = Scoped[PipelineGraph]("registry", lambda: GraphError("no definition file is being loaded"))
 

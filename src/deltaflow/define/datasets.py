@@ -15,8 +15,8 @@ The names mirror Apache Spark Declarative Pipelines (``pyspark.pipelines``)::
 Decorators work bare (``@dp.table``) and with arguments (``@dp.table(name=...)``) and only register the
 function into the registry that deltaflow activates while it loads a pipeline's definition files.
 
-The registry itself (and :func:`registering`, which activates it) is in :mod:`deltaflow.registry`;
-``create_auto_cdc_flow`` is in :mod:`deltaflow.cdc_api`. Both are importable from here.
+The registry itself (and :func:`registering`, which activates it) is in :mod:`deltaflow.define.registry`;
+``create_auto_cdc_flow`` is in :mod:`deltaflow.define.cdc`. Both are importable from here.
 """
 
 from __future__ import annotations
@@ -24,11 +24,11 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
-from deltaflow.cdc_api import create_auto_cdc_flow
-from deltaflow.durations import parse_duration
+from deltaflow.define.cdc import create_auto_cdc_flow
+from deltaflow.define.graph import BatchHandler, Dataset, DatasetKind, Flow, WindowRefresh
+from deltaflow.define.registry import active_graph, caller_location, registering, source_location
 from deltaflow.errors import ConfigError, GraphError
-from deltaflow.graph import BatchHandler, Dataset, DatasetKind, Flow, WindowRefresh
-from deltaflow.registry import active_graph, caller_location, registering, source_location
+from deltaflow.spec.durations import parse_duration
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame

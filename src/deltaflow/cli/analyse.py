@@ -1,6 +1,6 @@
 """The analysing verbs of ``deltaflow``: ``dry-run`` and ``graph`` resolve the pipeline, write nothing.
 
-``deltaflow.cli`` registers them.
+``deltaflow.cli.main`` registers them.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from deltaflow.cli_shared import JsonOption, SpecOption, err, load, say
+from deltaflow.cli.shared import JsonOption, SpecOption, err, load, say
 from deltaflow.runtime.run_log import run_log
 
 if TYPE_CHECKING:
@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
 
 def _analyse(spec: Path | None, form: str, *, dry_run: bool) -> None:
-    from deltaflow.render import FORMATS
+    from deltaflow.cli.render import FORMATS
 
     pipeline = load(spec)
     if not dry_run and (recorded := _recorded(pipeline)) is not None:
@@ -43,8 +43,8 @@ def _analyse(spec: Path | None, form: str, *, dry_run: bool) -> None:
 
 def _recorded(pipeline: Pipeline) -> dict[str, Any] | None:
     """The graph the last run recorded, when the definitions and the spec are still the ones it ran."""
+    from deltaflow.cli.render import drawable
     from deltaflow.observe.graph_record import read_graph_record
-    from deltaflow.render import drawable
 
     record = read_graph_record(pipeline.layout)
     if record is None or record.get("fingerprint") != pipeline.fingerprint() or not drawable(record):
@@ -69,7 +69,7 @@ def graph(
     Without Spark when the definitions and the spec are the ones the last run resolved (it recorded its
     graph); otherwise they are resolved first, as by 'dry-run'.
     """
-    from deltaflow.render import FORMATS
+    from deltaflow.cli.render import FORMATS
 
     if form not in FORMATS:
         raise typer.BadParameter(f"'{form}' is not one of {', '.join(FORMATS)}", param_hint="--format")

@@ -164,7 +164,7 @@ class PipelineGraph:
     #: What runs differently from how the definitions ask (``file:line: ...``): an SDP argument with no
     #: meaning here, say. Shown by ``run`` and ``graph``.
     notes: list[str] = field(default_factory=list)
-    #: Each dataset's definition fingerprint (:mod:`deltaflow.fingerprints`), set by the loader.
+    #: Each dataset's definition fingerprint (:mod:`deltaflow.define.fingerprints`), set by the loader.
     fingerprints: dict[str, str] = field(default_factory=dict)
 
     def add_dataset(self, dataset: Dataset) -> None:

@@ -1,6 +1,6 @@
 """The project verbs of ``deltaflow``: start a new project, print the spec's JSON Schema.
 
-Neither needs a pipeline, a JVM or a server; ``deltaflow.cli`` registers them.
+Neither needs a pipeline, a JVM or a server; ``deltaflow.cli.main`` registers them.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Annotated
 
 import typer
 
-from deltaflow.cli_shared import err, out, say
+from deltaflow.cli.shared import err, out, say
 
 
 def init(

@@ -49,7 +49,7 @@ from pydantic import BaseModel, Field, PrivateAttr, ValidationError, field_valid
 
 from deltaflow.errors import ConfigError
 from deltaflow.sdp.spec import SDP_SPEC_NAMES, sdp_keys
-from deltaflow.spec_sections import (
+from deltaflow.spec.sections import (
     FlowTriggerSpec,
     KafkaSpec,
     LeaseSpec,

@@ -1,7 +1,8 @@
 """The auto CDC declaration: ``dp.create_auto_cdc_flow`` and the checks of its arguments.
 
 The name mirrors Apache Spark Declarative Pipelines (``pyspark.pipelines``); like the rest of
-:mod:`deltaflow.api` it only registers a flow into the graph being loaded. Nothing here touches Spark.
+:mod:`deltaflow.define.datasets` it only registers a flow into the graph being loaded. Nothing here touches
+Spark.
 
 Examples:
     >>> dp.create_streaming_table("customers")  # doctest: +SKIP
@@ -15,9 +16,9 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
+from deltaflow.define.graph import AutoCdc, Flow, SourceLocation
+from deltaflow.define.registry import active_graph, caller_location
 from deltaflow.errors import GraphError
-from deltaflow.graph import AutoCdc, Flow, SourceLocation
-from deltaflow.registry import active_graph, caller_location
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
@@ -43,7 +44,7 @@ def create_auto_cdc_flow(
     history and a delete closes the current version.
 
     Args:
-        target: A streaming table declared with :func:`~deltaflow.api.create_streaming_table`.
+        target: A streaming table declared with :func:`~deltaflow.define.datasets.create_streaming_table`.
         source: The streaming table or view of change events.
         keys: The columns identifying a row.
         sequence_by: The column (or columns, compared in order) giving the events' order.

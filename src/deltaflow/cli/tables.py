@@ -1,6 +1,6 @@
 """The table verbs of ``deltaflow``: a table's rows, changes and history; compact, vacuum or rewind it.
 
-Each is a thin function over :class:`deltaflow.pipeline.Pipeline`; ``deltaflow.cli`` registers them.
+Each is a thin function over :class:`deltaflow.pipeline.Pipeline`; ``deltaflow.cli.main`` registers them.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from deltaflow.cli_shared import JsonOption, SpecOption, err, load, out, say
+from deltaflow.cli.shared import JsonOption, SpecOption, err, load, out, say
 from deltaflow.runtime.run_log import run_log
 
 if TYPE_CHECKING:
@@ -33,8 +33,8 @@ def changes(
     spec: SpecOption = None,
 ) -> None:
     """Show a table's Change Data Feed: every inserted, updated and deleted row between two versions."""
+    from deltaflow.cli.views import changes_table
     from deltaflow.commands.changes import json_line
-    from deltaflow.views import changes_table
 
     notes: list[str] = []  # the feed began after start: read from there
     rows = load(spec, reading=True).changes(table, start, end, on_message=notes.append)
@@ -88,7 +88,7 @@ def _one_format(as_json: bool, as_csv: bool) -> None:
 
 
 def _print(result: QueryResult, as_json: bool, as_csv: bool, title: str) -> None:
-    from deltaflow.views import csv_text, json_lines, rows_table
+    from deltaflow.cli.views import csv_text, json_lines, rows_table
 
     if as_json:
         for line in json_lines(result):
@@ -109,7 +109,7 @@ def history(
     spec: SpecOption = None,
 ) -> None:
     """Show a table's versions, newest first: what each changed, and the flow and batch that wrote it."""
-    from deltaflow.views import history_table
+    from deltaflow.cli.views import history_table
 
     versions = load(spec, reading=True).history(table, limit)
     if as_json:
@@ -131,7 +131,7 @@ def vacuum(
 ) -> None:
     """Delete files the tables no longer need, never one a flow streaming them (even stopped) still reads."""
     from deltaflow.commands.arguments import duration
-    from deltaflow.durations import human
+    from deltaflow.spec.durations import human
 
     keep = duration(retain)  # before anything loads
     pipeline = load(spec)

@@ -1,0 +1,1 @@
+"""What definitions use (``import deltaflow as dp``): datasets, flows, rules, their graph."""
