@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from deltaflow.cli.progress import FlowTotals, format_batch
-from deltaflow.cli.render import picture
 from deltaflow.commands.init import init_project
+from deltaflow.observe.graph_picture import picture
 from deltaflow.pipeline import Pipeline
 from deltaflow.runtime.outcomes import BatchProgress
 from helpers import SparkStarted, cli

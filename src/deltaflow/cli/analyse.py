@@ -43,7 +43,7 @@ def _analyse(spec: Path | None, form: str, *, dry_run: bool) -> None:
 
 def _recorded(pipeline: Pipeline) -> dict[str, Any] | None:
     """The graph the last run recorded, when the definitions and the spec are still the ones it ran."""
-    from deltaflow.cli.render import drawable
+    from deltaflow.observe.graph_picture import drawable
     from deltaflow.observe.graph_record import read_graph_record
 
     record = read_graph_record(pipeline.layout)

@@ -16,6 +16,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from deltaflow.cli.progress import RATE_FROM_ROWS, plural
+from deltaflow.commands.quarantine import record_text, source_position
 from deltaflow.commands.status import NOT_RUN
 
 if TYPE_CHECKING:
@@ -85,18 +86,6 @@ def status_table(flows: list[FlowStatus]) -> Table:
         rows = "-" if flow.state == NOT_RUN else f"{flow.rows_total:,}"
         view.add_row(flow.flow, flow.state, batch, rows, *rates, _backlog(flow))
     return view
-
-
-def source_position(row: dict[str, object]) -> str:
-    """Where a quarantined row came from: ``topic/partition@offset``, or its file."""
-    if row.get("topic") is not None:
-        return f"{row['topic']}/{row['partition']}@{row['offset']}"
-    return str(row.get("source_file") or "-")
-
-
-def record_text(row: dict[str, object]) -> str:
-    """A quarantined row's record as text; a null record says so rather than printing nothing."""
-    return "(none: the record was null)" if row.get("record") is None else str(row["record"])
 
 
 def quarantine_tables(report: QuarantineReport) -> tuple[Table, Table]:

@@ -72,3 +72,15 @@ def quarantines(graph: PipelineGraph, layout: StorageLayout, table: str) -> bool
     record = read_graph_record(layout) or {}
     return any(flow.get("quarantines") for d in record.get("datasets", []) if d.get("dataset") == table
                for flow in d.get("flows", []))
+
+
+def source_position(row: dict[str, object]) -> str:
+    """Where a quarantined row came from: ``topic/partition@offset``, or its file."""
+    if row.get("topic") is not None:
+        return f"{row['topic']}/{row['partition']}@{row['offset']}"
+    return str(row.get("source_file") or "-")
+
+
+def record_text(row: dict[str, object]) -> str:
+    """A quarantined row's record as text; a null record says so rather than printing nothing."""
+    return "(none: the record was null)" if row.get("record") is None else str(row["record"])

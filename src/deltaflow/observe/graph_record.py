@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 def write_graph_record(layout: StorageLayout, resolver: ResolvedGraph, pipeline: str, trigger: str,
                        fingerprint: str) -> None:
     """Record ``resolver``'s graph for readers without Spark, with the definitions' ``fingerprint``."""
-    from deltaflow.cli.render import picture
+    from deltaflow.observe.graph_picture import picture
 
     record = {"pipeline": pipeline, "trigger": trigger, "written_at": datetime.now(UTC).isoformat(),
               "fingerprint": fingerprint, **picture(resolver)}

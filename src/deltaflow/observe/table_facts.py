@@ -69,8 +69,7 @@ class TableFacts:
 
     def quarantine(self, table: str) -> dict[str, Any] | None:
         """Rows of ``table``'s quarantine by reason, and the newest samples with their source position."""
-        from deltaflow.cli.views import record_text, source_position
-        from deltaflow.commands.quarantine import quarantine_report
+        from deltaflow.commands.quarantine import quarantine_report, record_text, source_position
 
         cached = self._quarantines.get(table)
         if cached is not None and time.monotonic() - cached[0] < REFRESH_SECONDS:
