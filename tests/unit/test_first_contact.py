@@ -6,7 +6,9 @@ Each test runs the command line in this process on a project ``deltaflow init`` 
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import re
 from pathlib import Path
 
@@ -133,3 +135,30 @@ def test_a_dashboard_port_in_use_is_deltaflows_one_line(
     assert shown.returncode == 1
     assert shown.stderr.splitlines() == [f"error: DF-CONFIG the dashboard cannot listen on 127.0.0.1:{port}: "
                                          "address already in use (pick another port with --port)"]
+
+
+@pytest.mark.parametrize("verb", [["dry-run"], ["graph"], ["optimize"], ["run"]])  # each starts Spark here
+def test_every_verb_starts_spark_with_its_output_in_a_run_log_not_on_the_terminal(
+        shop: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+        verb: list[str]) -> None:
+    """Spark's banner is what its JVM prints at launch: a JVM launched inside a run log prints it there."""
+    from pyspark import SparkContext
+    from pyspark.sql import SparkSession
+
+    from deltaflow.runtime.run_log import LOG_VARIABLE
+
+    seen: list[str | None] = []
+
+    def launch(cls: type, *args: object, **kwargs: object) -> None:
+        seen.append(os.environ.get(LOG_VARIABLE))
+        raise SparkStarted("Spark was started")
+
+    monkeypatch.setattr(SparkContext, "_ensure_initialized", classmethod(launch))
+    monkeypatch.setattr(SparkContext, "_active_spark_context", None)
+    monkeypatch.setattr(SparkSession, "_instantiatedSession", None)
+    monkeypatch.setattr(SparkSession, "_activeSession", None)
+    monkeypatch.delenv("DELTAFLOW_LOG_LEVEL", raising=False)
+    with contextlib.suppress(SparkStarted):
+        cli(capsys, *verb, "--spec", str(shop))
+    assert seen, f"{verb[0]} did not start Spark"
+    assert seen[0] is not None, f"{verb[0]} started Spark outside a run log: its banner goes to the terminal"
