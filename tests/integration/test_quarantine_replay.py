@@ -81,7 +81,7 @@ def test_replay_after_fixing_the_rule_feeds_each_row_once(  # type: ignore[no-un
     # Through the CLI, with nothing left that the fixed rule lets through: nothing changes.
     shown = cli(capsys, "quarantine", "replay", "silver", "--where", where, "--spec", str(project.spec_path))
     assert shown.returncode == 0, shown.stderr[-2000:]
-    assert f"{40 - len(passing)} quarantined row(s) re-fed, 0 passed" in shown.stdout
+    assert f"{40 - len(passing)} quarantined rows re-fed, 0 passed" in shown.stdout
     assert ids(project, "silver") == passing
     assert len(project.rows("silver_quarantine")) == len(quarantine)
 

@@ -136,7 +136,7 @@ def test_dry_run_command_prints_the_graph_and_writes_nothing(  # type: ignore[no
     gc.collect()
     assert not list(tmp_path.glob("deltaflow-analyse-*"))  # removed with its pipeline
     assert "gold" in result.stdout and "materialized view, by window ts 1 day" in result.stdout
-    assert "dry-run: ok, 4 dataset(s) (3 stored), 4 flow(s) analysed; nothing was written" in result.stdout
+    assert "dry-run: ok, 4 datasets (3 stored), 4 flows analysed; nothing was written" in result.stdout
     assert sorted(p.relative_to(project.root) for p in project.root.rglob("*")) == before
 
     broken = project.root / "transformations" / "defs.py"

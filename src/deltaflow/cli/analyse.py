@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from deltaflow.cli.progress import plural
 from deltaflow.cli.shared import JsonOption, SpecOption, err, load, say
 from deltaflow.runtime.run_log import run_log
 
@@ -37,8 +38,8 @@ def _analyse(spec: Path | None, form: str, *, dry_run: bool) -> None:
     say(FORMATS[form](resolver))
     if dry_run and form == "text":
         stored = sum(1 for d in resolver.graph.datasets.values() if d.stored)
-        say(f"\ndry-run: ok, {len(resolver.graph.datasets)} dataset(s) ({stored} stored), "
-             f"{len(resolver.graph.flows)} flow(s) analysed; nothing was written")
+        say(f"\ndry-run: ok, {plural(len(resolver.graph.datasets), 'dataset')} ({stored} stored), "
+             f"{plural(len(resolver.graph.flows), 'flow')} analysed; nothing was written")
 
 
 def _recorded(pipeline: Pipeline) -> dict[str, Any] | None:

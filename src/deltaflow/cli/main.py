@@ -49,6 +49,7 @@ import typer
 
 from deltaflow.cli.analyse import ANALYSE_VERBS
 from deltaflow.cli.plan import PLAN_VERBS
+from deltaflow.cli.progress import plural
 from deltaflow.cli.project import PROJECT_VERBS
 from deltaflow.cli.shared import (
     SpecOption,
@@ -213,7 +214,7 @@ def run(
     plan.check(pipeline.graph)  # the command line's names and interval, before anything else
     pipeline.trigger(mode, interval)
     pipeline.storage()  # a wrong endpoint or bucket: one line, before anything starts
-    say(f"deltaflow: pipeline '{pipeline.name}', {len(pipeline.graph.flows)} flow(s), "
+    say(f"deltaflow: pipeline '{pipeline.name}', {plural(len(pipeline.graph.flows), 'flow')}, "
          f"{pipeline.trigger(mode, interval).describe()}, storage {pipeline.layout.root}", err)
     for note in pipeline.graph.notes:
         say(f"note: {note}", err)
@@ -312,8 +313,10 @@ def quarantine(
                              "resumed": result.resumed}))
             return
         finished = "finished the interrupted replay: " if result.resumed else ""
-        say(f"{replay_table}: {finished}{result.replayed:,} quarantined row(s) re-fed, {result.passed:,} "
-             f"passed into the table, {result.replayed - result.passed:,} quarantined again")
+        refed = plural(result.replayed, "quarantined row")
+        again = result.replayed - result.passed
+        say(f"{replay_table}: {finished}{refed} re-fed, {result.passed:,} passed into the table, {again:,} "
+            "quarantined again")
         return
     pipeline = load(spec, reading=True)
     if table == "replay" and "replay" not in pipeline.storage().quarantined_tables():

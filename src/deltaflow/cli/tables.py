@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from deltaflow.cli.progress import plural
 from deltaflow.cli.shared import JsonOption, SpecOption, err, load, out, say
 from deltaflow.runtime.run_log import run_log
 
@@ -139,7 +140,8 @@ def vacuum(
         results = pipeline.vacuum(tables or None, keep, dry_run=dry_run, stopped=stopped)
     for result in results:
         verb = "would delete" if result.dry_run else "deleted"
-        say(f"{result.table}: {verb} {result.files:,} file(s) removed over {human(result.retention)} ago")
+        files = plural(result.files, "file")
+        say(f"{result.table}: {verb} {files} removed over {human(result.retention)} ago")
 
 
 def optimize(
