@@ -54,6 +54,13 @@ def test_the_built_site_shows_the_tutorial_with_its_files_and_the_reference(
         assert raw not in api, f"the API page shows {raw!r}"  # roles as code, examples as code blocks
     assert api.count('<span class="gp">&gt;&gt;&gt; </span>') > 20
 
+    browser.get((site / "reference" / "spec" / "index.html").as_uri())
+    keys = browser.find_elements(By.CSS_SELECTOR, "article table td:first-child code")
+    assert len(keys) > 20
+    lines = "return arguments[0].getClientRects().length"  # a code element broken across lines has two
+    broken = [k.text for k in keys if browser.execute_script(lines, k) > 1]
+    assert not broken, f"key names broken across lines: {broken}"
+
     browser.get((site / "reference" / "cli" / "index.html").as_uri())
     text = browser.find_element(By.TAG_NAME, "article").text
     assert "deltaflow init" in text and "--full-refresh" in text
