@@ -152,3 +152,14 @@ def test_a_misspelt_parameter_gets_the_closest_one() -> None:
         assert dp.parameter("landing") == "in/"
         with pytest.raises(ConfigError, match=r"'landng' is not set \(did you mean 'landing'\?\)$"):
             dp.parameter("landng")
+
+
+def test_the_default_libraries_find_every_definition_under_transformations(tmp_path: Path) -> None:
+    from deltaflow.define.loader import definition_files
+
+    (tmp_path / "transformations" / "sql").mkdir(parents=True)
+    for name in ("a.py", "sql/b.sql", "notes.txt"):
+        (tmp_path / "transformations" / name).write_text("")
+    spec = parse_spec("name: p\nstorage: ./data\n", tmp_path / "deltaflow.yml", env={})
+    assert [p.relative_to(tmp_path).as_posix() for p in definition_files(spec)] == [
+        "transformations/a.py", "transformations/sql/b.sql"]

@@ -38,7 +38,8 @@ def definition_files(spec: Spec) -> list[Path]:
     """
     files: list[Path] = []
     for pattern in spec.libraries:
-        matched = sorted(p for p in spec.root.glob(pattern) if p.is_file() and p.suffix in (".py", ".sql")
+        every = f"{pattern}/*" if pattern.endswith("/**") else pattern  # 'dir/**': every file under dir
+        matched = sorted(p for p in spec.root.glob(every) if p.is_file() and p.suffix in (".py", ".sql")
                          and "__pycache__" not in p.parts)
         if not matched:
             raise GraphError(f"libraries entry '{pattern}' matches no .py or .sql file under {spec.root}",
