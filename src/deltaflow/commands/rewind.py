@@ -285,7 +285,7 @@ def target_version(table: str, history: list[TableVersion], version: int | None,
         raise ConfigError(f"'{table}' is at version {latest.version}; nothing to rewind to {version}",
                           location="rewind")
     if version < oldest.version:
-        raise ConfigError(f"'{table}''s log no longer holds version {version} (it starts at "
+        raise ConfigError(f"the log of '{table}' no longer holds version {version} (it starts at "
                           f"{oldest.version}, delta.logRetentionDuration)", location="rewind")
     replacing = [v for v in history if v.version > version and v.flow is None and v.operation in _REPLACING]
     if replacing:
@@ -328,7 +328,7 @@ def _check_sources(resolver: Resolver, table: str, move: FlowRewind) -> None:
         if (position is not None and position <= open_table(layout, upstream).version()
                 and commit_time(layout, upstream, position) is None):
             raise ConfigError(f"flow '{move.flow}' would read '{upstream}' again from version {position}, "
-                              f"which '{upstream}''s log no longer holds", location="rewind",
+                              f"which the log of '{upstream}' no longer holds", location="rewind",
                               hint="rewind to a later version, or full-refresh the table")
         return
     checkpoint = layout.checkpoint(table, move.flow, move.source_generation)
@@ -337,9 +337,10 @@ def _check_sources(resolver: Resolver, table: str, move: FlowRewind) -> None:
             continue
         position = checkpoint_position(layout, checkpoint, str(open_table(layout, name).metadata().id),
                                        move.batch)
-        if position is not None and commit_time(layout, name, position) is None:
+        if (position is not None and position <= open_table(layout, name).version()  # else nothing to read
+                and commit_time(layout, name, position) is None):
             raise ConfigError(f"flow '{move.flow}' would read '{name}' again from version {position}, which "
-                              f"'{name}''s log no longer holds", location="rewind",
+                              f"the log of '{name}' no longer holds", location="rewind",
                               hint="rewind to a later version, or full-refresh the table")
 
 
