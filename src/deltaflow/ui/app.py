@@ -115,10 +115,7 @@ class UiServer:
         config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False,
                                 lifespan="off")
         self.server = uvicorn.Server(config)
-        self._socket: socket.socket | None = None
-        self._thread = threading.Thread(target=lambda: self.server.run(sockets=[self._socket] if self._socket
-                                                                       else None),
-                                        name="deltaflow-ui", daemon=True)
+        self._thread: threading.Thread | None = None  # serving, once start() has bound the port
 
     def start(self, timeout: float = 10.0) -> UiServer:
         """Start serving; returns once the port is bound.
@@ -132,11 +129,13 @@ class UiServer:
         where = f"{self.host}:{self.server.config.port}"
         try:  # bound here, so that a port in use is deltaflow's one line, not uvicorn's log record first
             family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
-            self._socket = socket.create_server((self.host, self.server.config.port), family=family)
+            bound = socket.create_server((self.host, self.server.config.port), family=family)
         except OSError as exc:
             reason = os.strerror(exc.errno).lower() if exc.errno else str(exc)
             raise ConfigError(f"the dashboard cannot listen on {where}: {reason}",
                               hint="pick another port with --port") from None
+        self._thread = threading.Thread(target=self.server.run, kwargs={"sockets": [bound]},
+                                        name="deltaflow-ui", daemon=True)
         self._thread.start()
         waited = 0.0
         while not self.server.started:
@@ -160,11 +159,12 @@ class UiServer:
 
     def wait(self) -> None:
         """Serve until :meth:`stop` (or the process ends)."""
-        while self._thread.is_alive():
+        while self._thread is not None and self._thread.is_alive():
             self._thread.join(0.5)
 
     def stop(self) -> None:
         """Stop serving, and let go of the Kafka client."""
         self.server.should_exit = True
-        self._thread.join(timeout=10)
+        if self._thread is not None:
+            self._thread.join(timeout=10)
         self.board.close()
