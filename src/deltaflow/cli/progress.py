@@ -16,21 +16,27 @@ from typing import Any
 
 from rich.console import Console
 
+from deltaflow.cli.shared import console as terminal_console
 from deltaflow.runtime.outcomes import BatchProgress, FlowOutcome
 
 #: A batch of fewer rows shows no rates: over a few rows they say more about Spark's start than the flow.
 RATE_FROM_ROWS = 1_000
 
 
-def plural(count: int, word: str, words: str | None = None) -> str:
+def plural(count: int, word: str) -> str:
     """``count`` and ``word`` in the right number.
 
     Examples:
-        >>> plural(1, "row"), plural(2_000, "row"), plural(1, "time")
-        ('1 row', '2,000 rows', '1 time')
+        >>> plural(1, "row"), plural(2_000, "row")
+        ('1 row', '2,000 rows')
 
     """
-    return f"{count:,} {word if count == 1 else words or word + 's'}"
+    return f"{count:,} {word if count == 1 else word + 's'}"
+
+
+def times(count: int) -> str:
+    """How often, in words: ``once``, ``3 times``."""
+    return "once" if count == 1 else f"{count:,} times"
 
 
 def set_aside(quarantined: int, dropped: int, duplicates: int) -> list[str]:
@@ -112,8 +118,7 @@ class FlowTotals:
 
         """
         if self.refreshes:
-            times = "once" if self.refreshes == 1 else f"{self.refreshes:,} times"
-            return f"refreshed {times} this run, {plural(self.written, 'row')} written"
+            return f"refreshed {times(self.refreshes)} this run, {plural(self.written, 'row')} written"
         parts = [f"read {plural(self.rows, 'row')}"] + ([f"wrote {self.written:,}"] if self.counted else [])
         parts += set_aside(self.quarantined, self.dropped, self.duplicates)
         return ", ".join(parts) + " this run"
@@ -123,7 +128,7 @@ class FlowTotals:
 class ProgressPrinter:
     """Prints batches as they commit: a line each, or (``live``) one status line updated in place."""
 
-    console: Console = field(default_factory=lambda: Console(stderr=True, highlight=False, soft_wrap=True))
+    console: Console = field(default_factory=lambda: terminal_console(stderr=True))
     live: bool = False
     quiet: bool = False
     started: float = field(default_factory=time.monotonic)

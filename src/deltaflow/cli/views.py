@@ -15,7 +15,7 @@ from rich import box
 from rich.markup import escape
 from rich.table import Table
 
-from deltaflow.cli.progress import RATE_FROM_ROWS, plural
+from deltaflow.cli.progress import RATE_FROM_ROWS, plural, times
 from deltaflow.commands.quarantine import record_text, source_position
 from deltaflow.commands.status import NOT_RUN
 
@@ -55,8 +55,7 @@ def status_notes(flow: FlowStatus) -> str:
     behind = "falling behind: busy all the time with a backlog" if flow.falling_behind else ""
     quality = ", ".join(f"{n:,} {what}" for n, what in ((flow.quarantined_rows, "quarantined"),
                                                           (flow.dropped_rows, "dropped")) if n)
-    times = "once" if flow.refreshes == 1 else f"{flow.refreshes:,} times"
-    refreshed = (f"refreshed {times}, {plural(flow.rows_written, 'row')} written, the last "
+    refreshed = (f"refreshed {times(flow.refreshes)}, {plural(flow.rows_written, 'row')} written, the last "
                  f"{flow.last_refresh_mode}") if flow.refreshes else ""
     return "; ".join(p for p in (refreshed, behind, quality, flow.error or "", *flow.warnings) if p)
 
